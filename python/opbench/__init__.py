@@ -1,0 +1,67 @@
+"""opbench: micro-benchmarks for PyTorch, Python and C++; a drop-in torch.utils.benchmark.
+
+``import opbench as benchmark`` runs code written for ``torch.utils.benchmark``
+unchanged. Importing opbench never imports torch: features that need torch
+(the fuzzers, timing torch statements) import it when used.
+
+Example:
+    >>> import opbench
+    >>> m = opbench.Timer(lambda: sum(range(100))).blocked_autorange(min_run_time=0.01)
+    >>> m.median > 0
+    True
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from opbench._threads import set_torch_threads
+from opbench.callgrind import CopyIfCallgrind
+from opbench.compare import Colorize, Compare
+from opbench.measurement import (
+    Measurement,
+    TaskSpec,
+    ordered_unique,
+    select_unit,
+    trim_sigfig,
+    unit_to_english,
+)
+from opbench.timer import Language, Timer, timer
+
+__version__ = "0.1.0"
+
+# Names that need torch, imported on first use so `import opbench` stays torch-free.
+_LAZY = {
+    "Fuzzer": "opbench.fuzzer",
+    "FuzzedParameter": "opbench.fuzzer",
+    "FuzzedTensor": "opbench.fuzzer",
+    "ParameterAlias": "opbench.fuzzer",
+    "FuzzedSparseTensor": "opbench.sparse_fuzzer",
+}
+
+__all__ = [
+    "Colorize",
+    "Compare",
+    "CopyIfCallgrind",
+    "Language",
+    "Measurement",
+    "TaskSpec",
+    "Timer",
+    "ordered_unique",
+    "select_unit",
+    "set_torch_threads",
+    "timer",
+    "trim_sigfig",
+    "unit_to_english",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'opbench' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

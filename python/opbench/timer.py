@@ -1,0 +1,437 @@
+"""Timer: measure a Python statement, a callable or a C++ statement.
+
+A drop-in for ``torch.utils.benchmark.Timer``: same constructor, same
+``timeit`` / ``blocked_autorange`` / ``adaptive_autorange`` algorithms (block
+size search, warm-up, stopping rules), so the same underlying timer gives the
+same ``number_per_run``, times and text as torch. Beyond torch: callables as
+``stmt`` (timed by a native loop), working ``repeat`` / ``autorange``,
+overhead calibration, device-time measurement and ``collect_callgrind``
+without torch.
+"""
+from __future__ import annotations
+
+import enum
+import textwrap
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from opbench import _C, _loop
+from opbench._numerics import f32
+from opbench._loop import StatementLoop, timer
+from opbench._threads import set_torch_threads
+from opbench.callgrind.globals import CopyIfCallgrind
+from opbench.measurement import Measurement, TaskSpec
+
+__all__ = ["Timer", "timer", "Language"]
+
+# Largest block size torch will try: its C++ timers take an int32 count.
+_MAX_BLOCK_SIZE = 2147483647
+
+
+class Language(enum.Enum):
+    PYTHON = 0
+    CPP = 1
+
+
+def _normalize(src: str) -> str:
+    """Dedents and drops the leading newline of block strings, as torch does, so
+    code written inside a function neither fails to parse nor prints oddly."""
+    src = textwrap.dedent(src)
+    return (src[1:] if src and src[0] == "\n" else src).rstrip()
+
+
+def _describe_callable(fn: Callable[..., Any]) -> str:
+    """``f()``, ``Model.forward()``: the text a callable stands for in results."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{name.rpartition('<locals>.')[2]}()"
+
+
+def _names_used(code: Any) -> set[str]:
+    """Every global-ish name a code object (and the code nested in it) refers to."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names_used(const)
+    return names
+
+
+def _provide_torch(globals_: dict[str, Any], *sources: str) -> None:
+    """Makes ``torch`` available to code that uses it without importing it, as torch's
+    Timer does, but imports torch only when the code actually names it."""
+    if "torch" in globals_:
+        return
+    if not any("torch" in _names_used(compile(s, "<stmt>", "exec")) for s in sources if s):
+        return
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError(
+            "the statement uses `torch`, which is not installed: pip install torch==2.13.0"
+        ) from e
+    globals_["torch"] = torch
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+
+
+class Timer:
+    """Measures the execution time of a statement, torch.utils.benchmark-compatible.
+
+    Args:
+        stmt: code to time: a string of Python (or C++ with ``language="c++"``),
+            or a zero-argument callable (timed by a native loop).
+        setup: code run before timing, defining what ``stmt`` uses (a string,
+            or a zero-argument callable). Runs before every block, as in torch.
+        global_setup: C++ only: top-level code such as ``#include`` lines.
+        timer: the clock, seconds as float. The default synchronizes the
+            accelerator (when torch uses one) before reading a monotonic clock.
+        globals: names visible to ``stmt`` and ``setup``. ``torch`` is added
+            automatically when the code uses it.
+        label, sub_label, description, env: names that title and group results
+            in ``Measurement`` text and ``Compare`` tables.
+        num_threads: torch thread-pool size while timing (default 1).
+        language: ``Language.PYTHON`` / ``"py"`` / ``"python"`` or
+            ``Language.CPP`` / ``"cpp"`` / ``"c++"``.
+        device_timing: None (torch's host clock after a synchronize), or a CUDA
+            device-time mode: ``"events"``, ``"per_iteration"`` or ``"graph"``.
+        l2_cache: with device timing, ``"warm"`` or ``"cold"`` (flush the L2
+            before each timed call).
+
+    Raises:
+        TypeError: ``stmt`` or ``setup`` is neither a string nor a callable.
+        SyntaxError: ``stmt`` or ``setup`` does not parse (raised here, not
+            when timing).
+        ValueError: bad ``language``, or ``global_setup`` for Python.
+
+    Example:
+        >>> import opbench
+        >>> m = opbench.Timer("sorted(xs)", setup="xs = list(range(100))").timeit(1000)
+        >>> m.number_per_run
+        1000
+    """
+
+    # The class that runs the statement (timeit.Timer's protocol). torch's own
+    # tests swap it for a deterministic mock; so can yours.
+    _timer_cls: type = StatementLoop
+
+    def __init__(
+        self,
+        stmt: str | Callable[[], Any] = "pass",
+        setup: str | Callable[[], Any] = "pass",
+        global_setup: str = "",
+        timer: Callable[[], float] = timer,
+        globals: dict[str, Any] | None = None,
+        label: str | None = None,
+        sub_label: str | None = None,
+        description: str | None = None,
+        env: str | None = None,
+        num_threads: int = 1,
+        language: Language | str = Language.PYTHON,
+        *,
+        device_timing: str | None = None,
+        l2_cache: str = "warm",
+    ) -> None:
+        for name, value in (("stmt", stmt), ("setup", setup)):
+            if not isinstance(value, str) and not callable(value):
+                raise TypeError(
+                    f"{name} must be a string of code or a zero-argument callable, "
+                    f"got {type(value).__name__}"
+                )
+        if not isinstance(num_threads, int) or num_threads < 1:
+            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+
+        # A copy, so `exec` adding __builtins__ (or us adding torch) never
+        # leaks into the caller's dict.
+        self._globals = dict(globals or {})
+        self._stmt_callable = stmt if callable(stmt) else None
+        self._setup_callable = setup if callable(setup) else None
+        stmt_text = _describe_callable(stmt) if callable(stmt) else _normalize(stmt)
+        setup_text = _describe_callable(setup) if callable(setup) else _normalize(setup)
+
+        timer_kwargs: dict[str, Any] = {}
+        if language in (Language.PYTHON, "py", "python"):
+            self._language = Language.PYTHON
+            if global_setup:
+                raise ValueError(
+                    f"global_setup is C++ only, got `{global_setup}`. Most likely this code "
+                    "can simply be moved to `setup`."
+                )
+            if not callable(stmt):
+                _loop.check_syntax(stmt_text, "stmt")
+            if not callable(setup):
+                _loop.check_syntax(setup_text, "setup")
+            _provide_torch(
+                self._globals, "" if callable(stmt) else stmt_text,
+                "" if callable(setup) else setup_text,
+            )
+        elif language in (Language.CPP, "cpp", "c++"):
+            if callable(stmt) or callable(setup):
+                raise TypeError("C++ timers take stmt and setup as strings of C++ code")
+            if self._timer_cls is not StatementLoop:
+                raise AssertionError("_timer_cls has already been swapped.")
+            from opbench.cpp.timer import CppTimer
+
+            self._timer_cls = CppTimer
+            self._language = Language.CPP
+            setup_text = "" if setup_text == "pass" else setup_text
+            timer_kwargs["global_setup"] = global_setup
+        else:
+            raise ValueError(f"Invalid language `{language}`.")
+
+        self._timer = self._timer_cls(
+            stmt=stmt if callable(stmt) else stmt_text,
+            setup=setup if callable(setup) else setup_text,
+            timer=timer,
+            globals=CopyIfCallgrind.unwrap_all(self._globals),
+            **timer_kwargs,
+        )
+        self._clock: str | None = None
+        self._info: dict[str, Any] = {}
+        if device_timing is not None:
+            self._use_device_timer(device_timing, l2_cache)
+        self._overhead: float | None = None
+        self._task_spec = TaskSpec(
+            stmt=stmt_text,
+            setup=setup_text,
+            global_setup=global_setup,
+            label=label,
+            sub_label=sub_label,
+            description=description,
+            env=env,
+            num_threads=num_threads,
+        )
+
+    def _use_device_timer(self, mode: str, l2_cache: str) -> None:
+        if not isinstance(self._timer, StatementLoop):
+            raise ValueError("device_timing needs a Python statement or callable")
+        from opbench.cuda import DeviceTimer
+
+        device_timer = DeviceTimer(self._timer.as_callable(), mode=mode, cache=l2_cache)
+        self._timer = device_timer
+        self._device_timer = device_timer
+
+    # -- the measurement primitives ------------------------------------------
+
+    def _timeit(self, number: int) -> float:
+        # Even a C++ clock read takes tens of ns, so no real block takes under
+        # 1 ns; the floor also keeps later divisions finite.
+        return max(self._timer.timeit(number), 1e-9)
+
+    def _measurement(self, number: int, times: list[float]) -> Measurement:
+        info = dict(self._info)
+        device_timer = getattr(self, "_device_timer", None)
+        clock = None
+        if device_timer is not None:
+            info.update(device_timer.metadata())
+            clock = info.get("clock")
+        return Measurement(
+            number_per_run=number,
+            raw_times=times,
+            task_spec=self._task_spec,
+            overhead=self._overhead,
+            clock=clock,
+            info=info,
+        )
+
+    def timeit(self, number: int = 1000000) -> Measurement:
+        """Runs the statement ``number`` times (after a short warm-up) as one measurement.
+
+        Mirrors ``timeit.Timer.timeit`` but returns a Measurement of time per
+        run. Raises ValueError if ``number`` is not a positive int.
+        """
+        self._check_number(number)
+        with set_torch_threads(self._task_spec.num_threads):
+            self._timeit(number=max(int(number // 100), 2))  # warm-up
+            return self._measurement(number, [self._timeit(number=number)])
+
+    @staticmethod
+    def _check_number(number: int) -> None:
+        if isinstance(number, bool) or not isinstance(number, int) or number <= 0:
+            raise ValueError(f"number must be a positive int, got {number!r}")
+
+    def repeat(self, repeat: int = 5, number: int = 1000000) -> Measurement:
+        """``repeat`` measurements of ``number`` runs each, after one warm-up block.
+
+        torch leaves this unimplemented; unlike ``timeit.Timer.repeat`` it
+        returns one Measurement holding the ``repeat`` times (per run via
+        ``.times``), so statistics and Compare work on it.
+        """
+        self._check_number(number)
+        self._check_number(repeat)
+        with set_torch_threads(self._task_spec.num_threads):
+            self._timeit(number=max(int(number // 100), 2))
+            return self._measurement(number, [self._timeit(number) for _ in range(repeat)])
+
+    def autorange(
+        self, callback: Callable[[int, float], Any] | None = None
+    ) -> Measurement:
+        """``timeit.Timer.autorange``'s search: 1, 2, 5, 10, 20, 50, ... runs until one
+        block takes at least 0.2 s; that block is the Measurement.
+
+        ``callback(number, time_taken)`` is called after each block.
+        """
+        with set_torch_threads(self._task_spec.num_threads):
+            i = 1
+            while True:
+                for j in (1, 2, 5):
+                    number = i * j
+                    time_taken = self._timeit(number)
+                    if callback:
+                        callback(number, time_taken)
+                    if time_taken >= 0.2:
+                        return self._measurement(number, [time_taken])
+                i *= 10
+
+    def calibrate_overhead(self, number: int = 100000) -> float:
+        """Measures the harness's own cost per run, in seconds, and returns it.
+
+        For a callable: the native loop calling a C no-op (loop plus call
+        dispatch). For a string: the timing template running ``pass`` (one
+        loop iteration). Measurements taken afterwards carry the estimate in
+        ``Measurement.overhead``; their raw times stay as measured.
+        """
+        self._check_number(number)
+        if self._language is not Language.PYTHON:
+            raise ValueError("overhead calibration is for Python statements and callables")
+        probe = StatementLoop(
+            _C.noop if self._stmt_callable is not None else "pass", "pass", timer, {}
+        )
+        probe.timeit(max(number // 100, 2))  # warm-up
+        self._overhead = min(probe.timeit(number) for _ in range(5)) / number
+        return self._overhead
+
+    # -- torch's algorithms (kept step for step: parity depends on it) --------
+
+    def _threaded_measurement_loop(
+        self,
+        number: int,
+        time_hook: Callable[[], float],
+        stop_hook: Callable[[list[float]], bool],
+        min_run_time: float,
+        max_run_time: float | None = None,
+        callback: Callable[[int, float], NoReturn] | None = None,
+    ) -> list[float]:
+        total_time = 0.0
+        can_stop = False
+        times: list[float] = []
+        with set_torch_threads(self._task_spec.num_threads):
+            while (total_time < min_run_time) or (not can_stop):
+                time_spent = time_hook()
+                times.append(time_spent)
+                total_time += time_spent
+                if callback:
+                    callback(number, time_spent)
+                can_stop = stop_hook(times)
+                if max_run_time and total_time > max_run_time:
+                    break
+        return times
+
+    def _estimate_block_size(self, min_run_time: float) -> int:
+        """Grows the block size tenfold until timer overhead is under 0.01% of a block
+        (and the block takes at least min_run_time / 1000). Doubles as a warm-up."""
+        with set_torch_threads(self._task_spec.num_threads):
+            overhead = _median_f32([self._timeit(0) for _ in range(5)])
+            number = 1
+            while True:
+                time_taken = self._timeit(number)
+                relative_overhead = overhead / time_taken
+                if relative_overhead <= 1e-4 and time_taken >= min_run_time / 1000:
+                    break
+                if time_taken > min_run_time:
+                    break
+                if number * 10 > _MAX_BLOCK_SIZE:
+                    break
+                number *= 10
+        return number
+
+    def blocked_autorange(
+        self,
+        callback: Callable[[int, float], NoReturn] | None = None,
+        min_run_time: float = 0.2,
+    ) -> Measurement:
+        """Many blocks of one size, until their total time reaches ``min_run_time`` seconds.
+
+        The block size is grown until the clock's overhead is negligible
+        against a block (see ``_estimate_block_size``). Raises ValueError for
+        ``min_run_time <= 0``.
+        """
+        _check_positive("min_run_time", min_run_time)
+        number = self._estimate_block_size(min_run_time)
+        times = self._threaded_measurement_loop(
+            number,
+            lambda: self._timeit(number),
+            lambda times: True,
+            min_run_time=min_run_time,
+            callback=callback,
+        )
+        return self._measurement(number, times)
+
+    def adaptive_autorange(
+        self,
+        threshold: float = 0.1,
+        *,
+        min_run_time: float = 0.01,
+        max_run_time: float = 10.0,
+        callback: Callable[[int, float], NoReturn] | None = None,
+    ) -> Measurement:
+        """Blocks until IQR / median < ``threshold`` (with more than 3 blocks and at least
+        ``min_run_time`` seconds), or ``max_run_time`` seconds are spent.
+
+        Raises ValueError for ``threshold`` outside (0, 1) or non-positive times.
+        """
+        if not 0 < threshold < 1:
+            raise ValueError(f"threshold must be in (0, 1), got {threshold!r}")
+        _check_positive("min_run_time", min_run_time)
+        _check_positive("max_run_time", max_run_time)
+        number = self._estimate_block_size(min_run_time=0.05)
+
+        def stop_hook(times: list[float]) -> bool:
+            if len(times) > 3:
+                return self._measurement(number, times).meets_confidence(threshold=threshold)
+            return False
+
+        times = self._threaded_measurement_loop(
+            number,
+            lambda: self._timeit(number),
+            stop_hook,
+            min_run_time,
+            max_run_time,
+            callback=callback,
+        )
+        return self._measurement(number, times)
+
+    def collect_callgrind(
+        self,
+        number: int = 100,
+        *,
+        repeats: int | None = None,
+        collect_baseline: bool = True,
+        retain_out_file: bool = False,
+    ) -> Any:
+        """Instruction counts of ``number`` runs under callgrind (valgrind), in a child process.
+
+        Returns a CallgrindStats, or a tuple of ``repeats`` of them. Globals
+        must be wrapped in ``CopyIfCallgrind`` to cross into the child.
+        """
+        self._check_number(number)
+        if repeats is not None and repeats < 1:
+            raise ValueError("If specified, `repeats` must be >= 1")
+        # Fail fast, in this process, on a statement that cannot run at all.
+        self._timeit(1)
+        from opbench.callgrind.collect import collect_callgrind
+
+        return collect_callgrind(
+            self,
+            number=number,
+            repeats=repeats,
+            collect_baseline=collect_baseline,
+            retain_out_file=retain_out_file,
+        )
+
+
+def _median_f32(values: list[float]) -> float:
+    """``torch.tensor(values).median().item()``: float32 values, the lower middle one."""
+    ordered = sorted(f32(v) for v in values)
+    return ordered[(len(ordered) - 1) // 2]
