@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from opbench import cuda
 from opbench._threads import set_torch_threads
 from opbench.callgrind import CopyIfCallgrind
 from opbench.compare import Colorize, Compare
+from opbench.cpp import include_dir
 from opbench.measurement import (
     Measurement,
     TaskSpec,
@@ -29,13 +31,16 @@ from opbench.timer import Language, Timer, timer
 
 __version__ = "0.1.0"
 
-# Names that need torch, imported on first use so `import opbench` stays torch-free.
+# Names imported on first use, so `import opbench` stays fast and torch-free:
+# public name -> (module, attribute).
 _LAZY = {
-    "Fuzzer": "opbench.fuzzer",
-    "FuzzedParameter": "opbench.fuzzer",
-    "FuzzedTensor": "opbench.fuzzer",
-    "ParameterAlias": "opbench.fuzzer",
-    "FuzzedSparseTensor": "opbench.sparse_fuzzer",
+    "Fuzzer": ("opbench.fuzzer", "Fuzzer"),
+    "FuzzedParameter": ("opbench.fuzzer", "FuzzedParameter"),
+    "FuzzedTensor": ("opbench.fuzzer", "FuzzedTensor"),
+    "ParameterAlias": ("opbench.fuzzer", "ParameterAlias"),
+    "FuzzedSparseTensor": ("opbench.sparse_fuzzer", "FuzzedSparseTensor"),
+    "CppCompileError": ("opbench.cpp.build", "CompileError"),
+    "CompilerNotFoundError": ("opbench.cpp.build", "CompilerNotFoundError"),
 }
 
 __all__ = [
@@ -46,6 +51,8 @@ __all__ = [
     "Measurement",
     "TaskSpec",
     "Timer",
+    "cuda",
+    "include_dir",
     "ordered_unique",
     "select_unit",
     "set_torch_threads",
@@ -57,11 +64,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in _LAZY:
         raise AttributeError(f"module 'opbench' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(module), attribute)
     globals()[name] = value
     return value

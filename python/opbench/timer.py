@@ -98,6 +98,9 @@ class Timer:
             device-time mode: ``"events"``, ``"per_iteration"`` or ``"graph"``.
         l2_cache: with device timing, ``"warm"`` or ``"cold"`` (flush the L2
             before each timed call).
+        setup_per_block: C++ only. By default a C++ setup runs once per
+            measurement (torch re-runs it before every block, so state the
+            statement changes is reset each block); True restores torch's way.
 
     Raises:
         TypeError: ``stmt`` or ``setup`` is neither a string nor a callable.
@@ -132,6 +135,7 @@ class Timer:
         *,
         device_timing: str | None = None,
         l2_cache: str = "warm",
+        setup_per_block: bool = False,
     ) -> None:
         for name, value in (("stmt", stmt), ("setup", setup)):
             if not isinstance(value, str) and not callable(value):
@@ -177,6 +181,7 @@ class Timer:
             self._language = Language.CPP
             setup_text = "" if setup_text == "pass" else setup_text
             timer_kwargs["global_setup"] = global_setup
+            timer_kwargs["setup_per_block"] = setup_per_block
         else:
             raise ValueError(f"Invalid language `{language}`.")
 
@@ -187,8 +192,10 @@ class Timer:
             globals=CopyIfCallgrind.unwrap_all(self._globals),
             **timer_kwargs,
         )
-        self._clock: str | None = None
         self._info: dict[str, Any] = {}
+        self._device_timer: Any = None
+        # Per-call device modes log every call's time here while measuring.
+        self._per_call: list[float] | None = None
         if device_timing is not None:
             self._use_device_timer(device_timing, l2_cache)
         self._overhead: float | None = None
@@ -208,24 +215,46 @@ class Timer:
             raise ValueError("device_timing needs a Python statement or callable")
         from opbench.cuda import DeviceTimer
 
-        device_timer = DeviceTimer(self._timer.as_callable(), mode=mode, cache=l2_cache)
-        self._timer = device_timer
-        self._device_timer = device_timer
+        self._device_timer = DeviceTimer(self._timer.as_callable(), mode=mode, cache=l2_cache)
+        self._timer = self._device_timer
+
+    def _per_call_mode(self) -> bool:
+        """Device modes that time each call alone (a true distribution, not block means)."""
+        dt = self._device_timer
+        return dt is not None and (dt.mode == "per_iteration" or dt.cache == "cold")
+
+    def _begin_measurement(self) -> None:
+        """Starts a measurement: fresh setup state for timers that keep it between
+        blocks (C++), and an empty per-call log for per-call device modes."""
+        reset = getattr(self._timer, "reset", None)
+        if reset is not None:
+            reset()
+        self._per_call = [] if self._per_call_mode() else None
+
+    def _clear_per_call(self) -> None:
+        if self._per_call is not None:
+            self._per_call.clear()
 
     # -- the measurement primitives ------------------------------------------
 
     def _timeit(self, number: int) -> float:
         # Even a C++ clock read takes tens of ns, so no real block takes under
         # 1 ns; the floor also keeps later divisions finite.
-        return max(self._timer.timeit(number), 1e-9)
+        elapsed = max(self._timer.timeit(number), 1e-9)
+        if self._per_call is not None:
+            self._per_call.extend(self._device_timer.last_per_call_times)
+        return elapsed
 
     def _measurement(self, number: int, times: list[float]) -> Measurement:
         info = dict(self._info)
-        device_timer = getattr(self, "_device_timer", None)
         clock = None
-        if device_timer is not None:
-            info.update(device_timer.metadata())
+        if self._device_timer is not None:
+            info.update(self._device_timer.metadata())
             clock = info.get("clock")
+            if self._per_call:
+                # Every call's own time, not block means: the true distribution.
+                info["block_size"] = number
+                number, times = 1, list(self._per_call)
         return Measurement(
             number_per_run=number,
             raw_times=times,
@@ -242,8 +271,10 @@ class Timer:
         run. Raises ValueError if ``number`` is not a positive int.
         """
         self._check_number(number)
+        self._begin_measurement()
         with set_torch_threads(self._task_spec.num_threads):
             self._timeit(number=max(int(number // 100), 2))  # warm-up
+            self._clear_per_call()  # warm-up calls are not samples
             return self._measurement(number, [self._timeit(number=number)])
 
     @staticmethod
@@ -260,8 +291,10 @@ class Timer:
         """
         self._check_number(number)
         self._check_number(repeat)
+        self._begin_measurement()
         with set_torch_threads(self._task_spec.num_threads):
             self._timeit(number=max(int(number // 100), 2))
+            self._clear_per_call()  # warm-up calls are not samples
             return self._measurement(number, [self._timeit(number) for _ in range(repeat)])
 
     def autorange(
@@ -272,6 +305,7 @@ class Timer:
 
         ``callback(number, time_taken)`` is called after each block.
         """
+        self._begin_measurement()
         with set_torch_threads(self._task_spec.num_threads):
             i = 1
             while True:
@@ -316,6 +350,7 @@ class Timer:
         total_time = 0.0
         can_stop = False
         times: list[float] = []
+        self._clear_per_call()  # block-size search calls are not samples
         with set_torch_threads(self._task_spec.num_threads):
             while (total_time < min_run_time) or (not can_stop):
                 time_spent = time_hook()
@@ -331,6 +366,7 @@ class Timer:
     def _estimate_block_size(self, min_run_time: float) -> int:
         """Grows the block size tenfold until timer overhead is under 0.01% of a block
         (and the block takes at least min_run_time / 1000). Doubles as a warm-up."""
+        self._begin_measurement()
         with set_torch_threads(self._task_spec.num_threads):
             overhead = _median_f32([self._timeit(0) for _ in range(5)])
             number = 1
