@@ -20,20 +20,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import sys
 import time
 import warnings
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-import torch  # noqa: E402
-import torch.utils.benchmark as tb  # noqa: E402
-import torch.utils.benchmark.utils.fuzzer as torch_fuzzer_module  # noqa: E402
-import torch.utils.benchmark.utils.sparse_fuzzer as torch_sparse_module  # noqa: E402
+import torch
+import torch.utils.benchmark as tb
+import torch.utils.benchmark.utils.fuzzer as torch_fuzzer_module
+import torch.utils.benchmark.utils.sparse_fuzzer as torch_sparse_module
 
-import opbench.fuzzer as ob  # noqa: E402
-import opbench.sparse_fuzzer as ob_sparse  # noqa: E402
+import opbench.fuzzer as ob
+import opbench.sparse_fuzzer as ob_sparse
 
 OP_FUZZERS = [("binary", "BinaryOpFuzzer"), ("unary", "UnaryOpFuzzer"),
               ("spectral", "SpectralOpFuzzer"), ("sparse_binary", "BinaryOpSparseFuzzer"),

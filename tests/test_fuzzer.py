@@ -15,69 +15,9 @@ import numpy as np
 import pytest
 import torch
 import torch.utils.benchmark as tb
-import torch.utils.benchmark.utils.fuzzer as torch_fuzzer_module
 
 import opbench.fuzzer as ob
-
-
-def _corrected_check_distribution(self, distribution):
-    """torch's FuzzedParameter._check_distribution with the normalisation test the right way up."""
-    if not isinstance(distribution, dict):
-        assert distribution in ("loguniform", "uniform"), f"Unknown distribution: {distribution}"
-        return distribution
-    assert all(p >= 0 for p in distribution.values()), "Probabilities cannot be negative"
-    assert abs(sum(distribution.values()) - 1) <= 1e-5, "Distribution is not normalized"
-    assert self._minval is None and self._maxval is None
-    return distribution
-
-
-@pytest.fixture
-def torch_fuzzer(monkeypatch):
-    monkeypatch.setattr(torch_fuzzer_module.FuzzedParameter, "_check_distribution",
-                        _corrected_check_distribution)
-    return tb
-
-
-def _assert_same_value(ours, theirs, where):
-    if isinstance(theirs, np.ndarray):
-        assert isinstance(ours, np.ndarray) and ours.dtype == theirs.dtype, where
-        assert np.array_equal(ours, theirs), where
-    elif isinstance(theirs, torch.Tensor):
-        _assert_same_tensor(ours, theirs, where)
-    else:
-        assert type(ours) is type(theirs) and ours == theirs, (where, ours, theirs)
-
-
-def _assert_same_tensor(ours, theirs, where):
-    assert (ours.dtype, ours.shape, ours.device, ours.layout) == (
-        theirs.dtype, theirs.shape, theirs.device, theirs.layout), where
-    if theirs.is_sparse:
-        assert ours.is_coalesced() == theirs.is_coalesced(), where
-        assert torch.equal(ours._indices(), theirs._indices()), where
-        assert torch.equal(ours._values(), theirs._values()), where
-    else:
-        # Same strides: the memory layout (permutation, steps) is part of the input.
-        assert ours.stride() == theirs.stride(), where
-        if theirs.device.type != "meta":  # meta tensors (shape-only tests) hold no values
-            assert torch.equal(ours, theirs), where
-
-
-def assert_same_takes(ours, theirs, n):
-    """Compare two `take(n)` streams item by item (each item is freed before the next)."""
-    count = 0
-    for step, (mine, ref) in enumerate(zip(ours, theirs)):
-        for part, (a, b) in zip(("tensors", "properties", "params"), zip(mine, ref)):
-            assert list(a) == list(b), (step, part)  # same names, same order
-            for key in b:
-                if part == "properties":
-                    assert list(a[key]) == list(b[key]), (step, key)
-                    for prop in b[key]:
-                        _assert_same_value(a[key][prop], b[key][prop], (step, key, prop))
-                else:
-                    _assert_same_value(a[key], b[key], (step, part, key))
-        del mine, ref, a, b  # free this step's (possibly huge) tensors before the next
-        count += 1
-    assert count == n
+from conftest import assert_same_takes, assert_same_value
 
 
 def _rich_fuzzer(m, seed):
@@ -163,7 +103,7 @@ def test_sample_matches_torch_draw_for_draw(torch_fuzzer, kwargs):
     theirs = torch_fuzzer.FuzzedParameter("p", **kwargs)
     a, b = np.random.RandomState(7), np.random.RandomState(7)
     for _ in range(2000):
-        _assert_same_value(ours.sample(a), theirs.sample(b), kwargs)
+        assert_same_value(ours.sample(a), theirs.sample(b), kwargs)
     assert a.randint(2 ** 31) == b.randint(2 ** 31)  # and left both states in step
 
 

@@ -18,7 +18,7 @@ import torch.utils.benchmark.utils.sparse_fuzzer as torch_sparse_module
 
 import opbench.fuzzer as ob
 import opbench.sparse_fuzzer as ob_sparse
-from test_fuzzer import assert_same_takes, torch_fuzzer  # noqa: F401 (fixture)
+from conftest import assert_same_takes
 
 # (module, class) in both torch.utils.benchmark.op_fuzzers and opbench.op_fuzzers.
 DENSE = [("binary", "BinaryOpFuzzer"), ("unary", "UnaryOpFuzzer"),

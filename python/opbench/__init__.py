@@ -16,9 +16,11 @@ from typing import Any
 
 from opbench import cuda
 from opbench._threads import set_torch_threads
+from opbench.ab import ABResult, compare_ab
 from opbench.callgrind import CopyIfCallgrind
 from opbench.compare import Colorize, Compare
 from opbench.cpp import include_dir
+from opbench.environment import BenchmarkWarning
 from opbench.measurement import (
     Measurement,
     TaskSpec,
@@ -27,6 +29,7 @@ from opbench.measurement import (
     trim_sigfig,
     unit_to_english,
 )
+from opbench.results import ResultsFileError, load, save
 from opbench.timer import Language, Timer, timer
 
 __version__ = "0.1.0"
@@ -44,16 +47,22 @@ _LAZY = {
 }
 
 __all__ = [
+    "ABResult",
+    "BenchmarkWarning",
     "Colorize",
     "Compare",
     "CopyIfCallgrind",
     "Language",
     "Measurement",
+    "ResultsFileError",
     "TaskSpec",
     "Timer",
+    "compare_ab",
     "cuda",
     "include_dir",
+    "load",
     "ordered_unique",
+    "save",
     "select_unit",
     "set_torch_threads",
     "timer",

@@ -26,7 +26,7 @@ import enum
 import itertools
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from opbench import _numerics
 from opbench.measurement import Measurement, select_unit, trim_sigfig, unit_to_english

@@ -222,6 +222,53 @@ class Measurement:
     def as_row_name(self) -> str:
         return self.sub_label or self.stmt or "[Unknown]"
 
+    # -- opbench's statistics (opbench.stats); torch's text above stays unchanged --
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation of the per-run times, seconds."""
+        from opbench import stats
+
+        return stats.std(self)
+
+    def median_ci(self, confidence: float = 0.95) -> tuple[float, float] | None:
+        """Distribution-free (order-statistic) confidence interval of the median,
+        seconds; None when there are too few times for ``confidence``."""
+        from opbench import stats
+
+        return stats.median_ci(self, confidence)
+
+    @property
+    def relative_ci(self) -> float:
+        """Half-width of the 95% median interval over the median (inf: too few times)."""
+        from opbench import stats
+
+        return stats.relative_ci(self)
+
+    @property
+    def outliers(self) -> Any:
+        """Counts of times outside Tukey's fences (1.5 and 3 IQR beyond the quartiles)."""
+        from opbench import stats
+
+        return stats.outliers(self)
+
+    def summary(self, confidence: float = 0.95) -> Any:
+        """All statistics as one JSON-ready record (``opbench.stats.Summary``)."""
+        from opbench import stats
+
+        return stats.summary(self, confidence)
+
+    def describe(self, confidence: float = 0.95) -> str:
+        """torch's text plus opbench's statistics: std, median CI, outliers."""
+        from opbench import stats
+
+        return stats.describe(self, confidence)
+
+    @property
+    def converged(self) -> bool | None:
+        """From ``Timer.converge``: whether the noise target was reached (None otherwise)."""
+        return self.info.get("converged")
+
     def without_overhead(self) -> Measurement:
         """A copy with the calibrated per-run overhead subtracted from every raw time.
 

@@ -438,6 +438,15 @@ class Timer:
         )
         return self._measurement(number, times)
 
+    def converge(self, target: float = 0.01, **kwargs: Any) -> Measurement:
+        """Measures until the median's 95% confidence interval is within +-``target``
+        (relative), with minimum samples and time, a time limit and a plateau
+        exit; ``Measurement.converged`` says whether the target was reached.
+        Keywords: see ``opbench.stopping.converge``."""
+        from opbench.stopping import converge
+
+        return converge(self, target, **kwargs)
+
     def collect_callgrind(
         self,
         number: int = 100,

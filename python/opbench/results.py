@@ -1,0 +1,290 @@
+"""Results files: Measurements saved as versioned JSON, loaded back exactly.
+
+A file holds every raw time, the TaskSpec, the opbench fields (overhead,
+clock, info), user metadata where it is JSON-able, the statistics (for
+readers other than opbench; recomputed on load) and the environment that
+produced it::
+
+    {"format": "opbench-results", "version": 1,
+     "environment": {...}, "measurements": [{...}, ...]}
+
+Round trips are exact: floats are written with ``repr`` (shortest exact
+form). Writes are atomic (temporary file in the same directory, fsync,
+``os.replace``): a crash leaves the old file or the new one, never half of
+one. Loading validates the whole file before building any Measurement, so a
+truncated, corrupt, foreign or future-version file raises
+``ResultsFileError`` naming the file and the problem, and nothing half-loads.
+Pickling Measurements keeps working; this is the portable, inspectable form.
+
+Example:
+    >>> import os, tempfile
+    >>> from opbench import Measurement, TaskSpec
+    >>> from opbench.results import save, load
+    >>> m = Measurement(100, [1.25e-4, 1.5e-4], TaskSpec("f()", "pass", label="demo"))
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.json")
+    >>> _ = save([m], path)
+    >>> load(path)[0].raw_times == m.raw_times
+    True
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from opbench import environment as _environment
+from opbench import stats
+from opbench.measurement import Measurement, TaskSpec
+
+__all__ = ["FORMAT", "VERSION", "Results", "ResultsFileError", "save", "load"]
+
+FORMAT = "opbench-results"
+VERSION = 1
+
+_OPTIONAL_STR_SPEC_FIELDS = ("label", "sub_label", "description", "env")
+_MEASUREMENT_KEYS = {"number_per_run", "raw_times", "task_spec", "metadata", "overhead",
+                     "clock", "info", "statistics", "omitted"}
+
+
+class ResultsFileError(ValueError):
+    """A results file that cannot be loaded: truncated, corrupt, foreign or too new."""
+
+
+class Results(list):  # type: ignore[type-arg]
+    """The Measurements of a results file (a list), with the ``environment`` that produced them."""
+
+    def __init__(self, measurements: Iterable[Measurement] = (),
+                 environment: dict[str, Any] | None = None, version: int = VERSION) -> None:
+        super().__init__(measurements)
+        self.environment: dict[str, Any] = environment or {}
+        self.version = version
+
+
+# -- saving -------------------------------------------------------------------
+
+def _round_trips(value: Any) -> bool:
+    try:
+        return json.loads(json.dumps(value, allow_nan=False)) == value
+    except (TypeError, ValueError):
+        return False
+
+
+def _jsonable(value: Any) -> tuple[Any, list[str]]:
+    """``value`` if it survives JSON unchanged; for a dict, the entries that do, plus the
+    names of those dropped (tuples, objects, non-string keys, nan would change or fail)."""
+    if _round_trips(value):
+        return value, []
+    if isinstance(value, dict):
+        kept = {k: v for k, v in value.items() if isinstance(k, str) and _round_trips(v)}
+        return kept, [repr(k) for k in value if k not in kept]
+    return None, ["<the whole value>"]
+
+
+def _measurement_to_dict(m: Measurement) -> dict[str, Any]:
+    if not isinstance(m, Measurement):
+        raise TypeError(f"save() takes Measurements, got {type(m).__name__}")
+    bad = [t for t in m.raw_times if not (isinstance(t, (int, float)) and math.isfinite(t))]
+    if bad:
+        raise ValueError(f"raw_times must be finite numbers, got {bad[0]!r} in {m.title!r}")
+    entry: dict[str, Any] = {
+        "number_per_run": m.number_per_run,
+        "raw_times": list(m.raw_times),
+        "task_spec": dataclasses.asdict(m.task_spec),
+        "overhead": m.overhead,
+        "clock": m.clock,
+    }
+    omitted = {}
+    for field in ("metadata", "info"):
+        entry[field], dropped = _jsonable(getattr(m, field))
+        if dropped:
+            omitted[field] = dropped
+    if omitted:
+        entry["omitted"] = omitted
+        warnings.warn(
+            f"saving {m.title!r}: not JSON-able, left out of the file: {omitted}. "
+            "Keep metadata to str keys and JSON values (or pickle the Measurement).",
+            _environment.BenchmarkWarning, stacklevel=4,
+        )
+    entry["statistics"] = stats.summary(m).to_dict() if m.raw_times else None
+    return entry
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    directory = path.parent
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename itself durable; not every filesystem allows it
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def save(
+    results: Measurement | Iterable[Measurement],
+    path: str | os.PathLike[str],
+    *,
+    environment: dict[str, Any] | None = None,
+) -> Path:
+    """Writes ``results`` (one Measurement or many) to ``path`` as JSON, atomically.
+
+    ``environment`` defaults to ``opbench.environment.collect()``. Metadata or
+    info entries that JSON cannot hold unchanged are left out, with a
+    BenchmarkWarning. Returns the path written.
+
+    Raises:
+        TypeError: an item that is not a Measurement.
+        ValueError: a non-finite raw time.
+    """
+    items = [results] if isinstance(results, Measurement) else list(results)
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "environment": _environment.collect() if environment is None else environment,
+        "measurements": [_measurement_to_dict(m) for m in items],
+    }
+    if not _round_trips(doc["environment"]):
+        raise ValueError("environment must be a JSON-able dict")
+    # Serialise fully before touching the disk: an error leaves no file behind.
+    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    target = Path(path)
+    _atomic_write_text(target, text)
+    return target
+
+
+# -- loading ------------------------------------------------------------------
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+class _Checker:
+    """Validates a parsed document, naming the file and the JSON path of any problem."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, problem: str) -> ResultsFileError:
+        return ResultsFileError(f"{self.path}: {where}: {problem}")
+
+    def expect(self, ok: bool, where: str, problem: str) -> None:
+        if not ok:
+            raise self.fail(where, problem)
+
+    def document(self, doc: Any) -> None:
+        self.expect(isinstance(doc, dict), "top level", "expected a JSON object")
+        self.expect(doc.get("format") == FORMAT, "format",
+                    f"not an opbench results file (format {doc.get('format')!r}, "
+                    f"expected {FORMAT!r})")
+        version = doc.get("version")
+        self.expect(_is_count(version), "version", f"expected a positive int, got {version!r}")
+        if version > VERSION:
+            raise self.fail("version", f"format version {version} was written by a newer "
+                            f"opbench; this one reads up to version {VERSION}: upgrade opbench")
+        self.expect(isinstance(doc.get("environment"), dict), "environment",
+                    "missing or not an object")
+        entries = doc.get("measurements")
+        self.expect(isinstance(entries, list), "measurements", "missing or not a list")
+        for i, entry in enumerate(entries):
+            self.measurement(entry, f"measurements[{i}]")
+
+    def measurement(self, e: Any, where: str) -> None:
+        self.expect(isinstance(e, dict), where, "expected an object")
+        missing = {"number_per_run", "raw_times", "task_spec"} - e.keys()
+        self.expect(not missing, where, f"missing keys {sorted(missing)}")
+        unknown = e.keys() - _MEASUREMENT_KEYS
+        self.expect(not unknown, where, f"unknown keys {sorted(unknown)}")
+        self.expect(_is_count(e["number_per_run"]), f"{where}.number_per_run",
+                    "expected a positive int")
+        times = e["raw_times"]
+        self.expect(isinstance(times, list) and all(_is_number(t) for t in times),
+                    f"{where}.raw_times", "expected a list of finite numbers")
+        self.task_spec(e["task_spec"], f"{where}.task_spec")
+        self.expect(e.get("metadata") is None or isinstance(e["metadata"], dict),
+                    f"{where}.metadata", "expected an object or null")
+        self.expect(e.get("overhead") is None or _is_number(e["overhead"]),
+                    f"{where}.overhead", "expected a number or null")
+        self.expect(e.get("clock") is None or isinstance(e["clock"], str),
+                    f"{where}.clock", "expected a string or null")
+        self.expect(isinstance(e.get("info", {}), dict), f"{where}.info", "expected an object")
+
+    def task_spec(self, s: Any, where: str) -> None:
+        self.expect(isinstance(s, dict), where, "expected an object")
+        for key in ("stmt", "setup"):
+            self.expect(isinstance(s.get(key), str), f"{where}.{key}", "missing or not a string")
+        self.expect(isinstance(s.get("global_setup", ""), str), f"{where}.global_setup",
+                    "expected a string")
+        for key in _OPTIONAL_STR_SPEC_FIELDS:
+            self.expect(s.get(key) is None or isinstance(s[key], str), f"{where}.{key}",
+                        "expected a string or null")
+        self.expect(_is_count(s.get("num_threads", 1)), f"{where}.num_threads",
+                    "expected a positive int")
+        known = {f.name for f in dataclasses.fields(TaskSpec)}
+        self.expect(not (s.keys() - known), where, f"unknown keys {sorted(s.keys() - known)}")
+
+
+def _measurement_from_dict(e: dict[str, Any]) -> Measurement:
+    return Measurement(
+        number_per_run=e["number_per_run"],
+        raw_times=list(e["raw_times"]),
+        task_spec=TaskSpec(**e["task_spec"]),
+        metadata=e.get("metadata"),
+        overhead=e.get("overhead"),
+        clock=e.get("clock"),
+        info=dict(e.get("info", {})),
+    )
+
+
+def load(path: str | os.PathLike[str]) -> Results:
+    """The Measurements saved in ``path``, as a list with ``.environment``.
+
+    Raises:
+        ResultsFileError: truncated or corrupt JSON (with the error's position),
+            not an opbench results file, a newer format version, or a missing
+            or mistyped field. Nothing is returned partially.
+        OSError: the file cannot be read.
+    """
+    p = Path(path)
+    data = p.read_bytes()
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ResultsFileError(f"{p}: corrupt: not UTF-8 text (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        cause = "empty file" if not data.strip() else e.msg
+        raise ResultsFileError(
+            f"{p}: truncated or corrupt JSON at line {e.lineno} column {e.colno} "
+            f"(char {e.pos}): {cause}"
+        ) from None
+    _Checker(p).document(doc)
+    return Results(
+        (_measurement_from_dict(e) for e in doc["measurements"]),
+        environment=doc["environment"],
+        version=doc["version"],
+    )

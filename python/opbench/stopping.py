@@ -1,0 +1,144 @@
+"""Noise-targeted stopping: measure until the median is known to a target precision.
+
+torch's ``adaptive_autorange`` stops when IQR / median falls under a
+threshold: a test of the *spread* of the times, which more samples never
+shrink. On a machine whose runs vary by 3%, a 1% threshold is never met and
+it runs to its time limit; on a quiet one it stops after 4 blocks with no
+usable error bar. ``converge`` instead stops when the *confidence interval
+of the median* (order statistic, see ``opbench.stats``) is narrower than
+``target`` (relative half-width), which more samples do shrink, roughly as
+1/sqrt(n). Like nvbench, it also requires a minimum number of samples and of
+measured time, gives up at a maximum time, and exits early on a plateau: when
+quadrupling the samples (from at least 50) has not narrowed the interval at
+all (iid noise would halve it), the noise is not the kind more samples fix (drift, two
+modes), and measuring longer would waste time.
+
+The Measurement says what happened in ``info``: ``converged`` (bool),
+``stop_reason`` ("target", "plateau" or "max_run_time"), ``target``,
+``relative_ci`` (achieved), ``confidence``.
+
+Example:
+    >>> import opbench
+    >>> from opbench.stopping import converge
+    >>> m = converge(opbench.Timer("sum(range(50))"), target=0.05, min_run_time=0.02)
+    >>> m.info["stop_reason"] in ("target", "plateau", "max_run_time")
+    True
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable
+from typing import Any
+
+from opbench import environment
+from opbench._threads import set_torch_threads
+from opbench.measurement import Measurement
+from opbench.stats import DEFAULT_CONFIDENCE, _check_confidence, _relative_half_width
+
+__all__ = ["converge"]
+
+# Plateau: after this many times more samples, the interval must have narrowed
+# to under _PLATEAU_RATIO of its width (iid noise gives 1/sqrt(4) = 0.5; a
+# tighter ratio fired by chance on iid noise in 8% of seeded runs at 10% noise).
+_PLATEAU_GROWTH = 4
+_PLATEAU_RATIO = 1.0
+# Widths from fewer samples vary too much by chance to compare (a lucky narrow
+# interval at 10 samples would end an iid run early); from 50 on they are stable.
+_PLATEAU_MIN_EARLIER = 50
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def converge(
+    timer: Any,
+    target: float = 0.01,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    min_samples: int = 10,
+    min_run_time: float = 0.5,
+    max_run_time: float = 15.0,
+    plateau: bool = True,
+    callback: Callable[[int, float], Any] | None = None,
+) -> Measurement:
+    """Times blocks until the median's ``confidence`` interval is within +-``target``.
+
+    Args:
+        timer: an ``opbench.Timer``.
+        target: relative half-width to reach: 0.01 is +-1% of the median.
+        confidence: of the interval (default 0.95).
+        min_samples: blocks to take at least (also at least what ``confidence`` needs).
+        min_run_time: measured seconds to spend at least.
+        max_run_time: measured seconds after which to give up (not converged).
+        plateau: stop early, not converged, when more samples stop helping.
+        callback: ``callback(number, seconds)`` after each block, as in torch.
+
+    Block size: the one ``blocked_autorange(min_run_time)`` would use.
+
+    Raises:
+        ValueError: a target outside (0, 1), bad confidence or times.
+    """
+    if not 0 < target < 1:
+        raise ValueError(f"target must be a relative width in (0, 1), e.g. 0.01; got {target!r}")
+    _check_confidence(confidence)
+    if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
+        raise ValueError(f"min_samples must be a positive int, got {min_samples!r}")
+    _check_positive("min_run_time", min_run_time)
+    _check_positive("max_run_time", max_run_time)
+    if max_run_time < min_run_time:
+        raise ValueError(
+            f"max_run_time ({max_run_time}) must be >= min_run_time ({min_run_time})"
+        )
+    environment.check_machine()
+
+    number = timer._estimate_block_size(min_run_time)
+    times: list[float] = []
+    ordered: list[float] = []
+    history: list[float] = []  # relative CI after each block, once checks begin
+    total = 0.0
+    rel = math.inf
+    reason = "max_run_time"
+    with set_torch_threads(timer._task_spec.num_threads):
+        while True:
+            t = timer._timeit(number)
+            times.append(t)
+            bisect.insort(ordered, t)
+            total += t
+            if callback:
+                callback(number, t)
+            # The relative interval is the same on raw block times as per run.
+            rel = _relative_half_width(ordered, confidence)
+            history.append(rel)
+            if len(times) >= min_samples and total >= min_run_time:
+                if rel <= target:
+                    reason = "target"
+                    break
+                if plateau and _on_plateau(history, min_samples):
+                    reason = "plateau"
+                    break
+            if total >= max_run_time:
+                break
+
+    if math.isinf(rel):
+        environment.warn_too_few_samples(len(times), confidence)
+    m = timer._measurement(number, times)
+    m.info.update({
+        "converged": reason == "target",
+        "stop_reason": reason,
+        "target": target,
+        "relative_ci": rel if math.isfinite(rel) else None,
+        "confidence": confidence,
+    })
+    return m
+
+
+def _on_plateau(history: list[float], min_samples: int) -> bool:
+    n = len(history)
+    earlier = n // _PLATEAU_GROWTH
+    if earlier < max(min_samples, _PLATEAU_MIN_EARLIER):
+        return False
+    before, now = history[earlier - 1], history[-1]
+    return math.isfinite(before) and now > _PLATEAU_RATIO * before

@@ -1,0 +1,130 @@
+"""opbench.ab.compare_ab: paired, interleaved A/B timing with a verdict."""
+from __future__ import annotations
+
+import collections
+import math
+import random
+
+import pytest
+
+from opbench import environment
+from opbench.ab import ABResult, compare_ab, verdict
+from opbench.timer import Timer
+
+
+def drifting_mock(seed, noise=0.05, drift=0.0):
+    """Blocks cost 2 us per run ("slow" statements 10% more) with seeded Gaussian noise,
+    times a machine-wide factor that drifts with every block (shared by A and B, as a
+    frequency change would be). Logs which statement ran each block."""
+
+    class Mock:
+        log: list[str] = []
+        blocks = 0
+
+        def __init__(self, stmt, setup, timer, globals, **kwargs):
+            self._stmt = stmt
+            self._cost = 2e-6 * (1.1 if "slow" in stmt else 1.0)
+            self._rng = random.Random(f"{seed}|{stmt}|{setup}")
+
+        def timeit(self, number):
+            cls = type(self)
+            cls.blocks += 1
+            cls.log.append(self._stmt)
+            machine = 1 + drift * cls.blocks
+            return (60e-9 + self._cost * number) * machine * (1 + self._rng.gauss(0, noise))
+
+    return Mock
+
+
+@pytest.fixture(autouse=True)
+def quiet(monkeypatch):
+    monkeypatch.setattr(environment, "_warned", {"governor", "debug-build"})
+
+
+def run_ab(monkeypatch, mock, stmt_a="f()", stmt_b="f()", **kwargs):
+    monkeypatch.setattr(Timer, "_timer_cls", mock)
+    # Distinct setups give A and B independent noise even for one statement.
+    return compare_ab(Timer(stmt_a, setup="a = 1"), Timer(stmt_b, setup="b = 1"), **kwargs)
+
+
+def test_identical_statements_come_out_same(monkeypatch):
+    verdicts = collections.Counter(
+        run_ab(monkeypatch, drifting_mock(seed)).verdict for seed in range(60))
+    assert verdicts["same"] >= 57, verdicts
+    assert verdicts["faster"] + verdicts["slower"] <= 1, verdicts
+
+
+def test_a_ten_percent_difference_is_detected(monkeypatch):
+    for seed in range(20):
+        r = run_ab(monkeypatch, drifting_mock(seed), stmt_b="slow()")
+        assert r.verdict == "slower", r
+        assert r.ci_low <= 1.1 <= r.ci_high or abs(r.ratio - 1.1) < 0.01
+        r = run_ab(monkeypatch, drifting_mock(seed), stmt_a="slow()")
+        assert r.verdict == "faster", r
+
+
+def test_pairing_cancels_machine_drift(monkeypatch):
+    # The machine slows by 0.1% per block: 60% over the run. Back-to-back runs would
+    # see that as a difference; interleaved pairs do not.
+    r = run_ab(monkeypatch, drifting_mock(3, noise=0.01, drift=0.001))
+    assert r.verdict == "same"
+    assert r.b.median / r.a.median != pytest.approx(1, abs=0.001)  # unpaired medians differ
+    r = run_ab(monkeypatch, drifting_mock(3, noise=0.01, drift=0.001), stmt_b="slow()")
+    assert r.verdict == "slower" and r.ratio == pytest.approx(1.1, abs=0.01)
+
+
+def test_abba_order_and_shared_block_size(monkeypatch):
+    mock = drifting_mock(0)
+    r = run_ab(monkeypatch, mock, stmt_b="slow()")
+    paired = mock.log[-2 * r.n_pairs:]
+    expected = [s for i in range(r.n_pairs)
+                for s in (("f()", "slow()") if i % 2 == 0 else ("slow()", "f()"))]
+    assert paired == expected
+    assert r.a.number_per_run == r.b.number_per_run == r.number_per_run
+    assert len(r.a.raw_times) == len(r.b.raw_times) == r.n_pairs >= 10
+    assert (r.a.info["ab_role"], r.b.info["ab_role"]) == ("A", "B")
+    assert r.a.task_spec.stmt == "f()" and r.b.task_spec.stmt == "slow()"
+
+
+def test_str_is_readable(monkeypatch):
+    r = run_ab(monkeypatch, drifting_mock(0), stmt_b="slow()")
+    text = str(r)
+    assert text.startswith("B (slow()) vs A (f()): ratio 1.")
+    assert "95% CI" in text and "verdict: slower" in text and f"{r.n_pairs} pairs" in text
+    assert isinstance(r, ABResult)
+    with pytest.raises(AttributeError):
+        r.verdict = "same"  # frozen
+
+
+def test_out_of_time_is_inconclusive_not_a_guess(monkeypatch):
+    # 10 pairs of noisy blocks cannot tell a 1% threshold either way.
+    r = run_ab(monkeypatch, drifting_mock(1, noise=0.2), threshold=0.01,
+               min_run_time=0.01, max_run_time=0.05)
+    assert r.verdict == "inconclusive"
+    assert r.ci_low < 1 / 1.01 or r.ci_high > 1.01
+
+
+def test_verdict_rule():
+    assert verdict(1.03, 1.2, 0.02) == "slower"
+    assert verdict(0.8, 0.97, 0.02) == "faster"
+    assert verdict(0.99, 1.019, 0.02) == "same"
+    assert verdict(0.99, 1.03, 0.02) == "inconclusive"
+    assert verdict(1 / 1.02 - 1e-9, 1.0, 0.02) == "inconclusive"
+    assert verdict(0.0, math.inf, 0.02) == "inconclusive"  # no interval at all
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"threshold": 0}, "threshold"), ({"threshold": 2}, "threshold"),
+    ({"confidence": 0}, "confidence"), ({"min_pairs": 0}, "min_pairs"),
+    ({"max_run_time": 0}, "max_run_time"),
+])
+def test_bad_arguments(monkeypatch, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        run_ab(monkeypatch, drifting_mock(0), **kwargs)
+
+
+def test_real_timers():
+    r = compare_ab(Timer("sum(range(30))"), Timer("sum(range(30))"),
+                   min_run_time=0.02, max_run_time=0.3)
+    assert r.verdict in ("same", "inconclusive", "faster", "slower")
+    assert r.a.median > 0 and r.n_pairs >= 10
