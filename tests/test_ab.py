@@ -126,5 +126,7 @@ def test_bad_arguments(monkeypatch, kwargs, match):
 def test_real_timers():
     r = compare_ab(Timer("sum(range(30))"), Timer("sum(range(30))"),
                    min_run_time=0.02, max_run_time=0.3)
-    assert r.verdict in ("same", "inconclusive", "faster", "slower")
-    assert r.a.median > 0 and r.n_pairs >= 10
+    # Real clocks on a shared machine: check the structure, not the verdict.
+    assert r.a.number_per_run == r.b.number_per_run == r.number_per_run
+    assert len(r.a.raw_times) == len(r.b.raw_times) >= 1
+    assert r.a.median > 0 and r.b.median > 0

@@ -175,7 +175,7 @@ def test_bad_number_is_value_error(number):
 def test_bad_arguments():
     with pytest.raises(TypeError, match="stmt must be a string of code or a zero-argument"):
         opbench.Timer(42)
-    with pytest.raises(ValueError, match="min_run_time must be > 0"):
+    with pytest.raises(ValueError, match="min_run_time must be a positive finite number"):
         opbench.Timer("pass").blocked_autorange(min_run_time=0)
     with pytest.raises(ValueError, match=r"threshold must be in \(0, 1\)"):
         opbench.Timer("pass").adaptive_autorange(threshold=1.5)

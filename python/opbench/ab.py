@@ -35,6 +35,7 @@ import math
 from typing import Any
 
 from opbench import _numerics, environment
+from opbench._checks import check_run_times
 from opbench._threads import set_torch_threads
 from opbench.measurement import Measurement
 from opbench.stats import DEFAULT_CONFIDENCE, _check_confidence, _median_ci_sorted
@@ -97,10 +98,6 @@ def verdict(ci_low: float, ci_high: float, threshold: float) -> str:
     return "inconclusive"
 
 
-def _check_positive(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
 
 def compare_ab(
     timer_a: Any,
@@ -129,10 +126,7 @@ def compare_ab(
     _check_confidence(confidence)
     if isinstance(min_pairs, bool) or not isinstance(min_pairs, int) or min_pairs < 1:
         raise ValueError(f"min_pairs must be a positive int, got {min_pairs!r}")
-    _check_positive("min_run_time", min_run_time)
-    _check_positive("max_run_time", max_run_time)
-    if max_run_time < min_run_time:
-        raise ValueError(f"max_run_time ({max_run_time}) must be >= min_run_time ({min_run_time})")
+    check_run_times(min_run_time, max_run_time)
     environment.check_machine()
 
     # One block size for both, large enough for either: equal work per block is

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from opbench import environment
+from opbench._checks import check_run_times
 from opbench._threads import set_torch_threads
 from opbench.measurement import Measurement
 from opbench.stats import DEFAULT_CONFIDENCE, _check_confidence, _relative_half_width
@@ -47,10 +48,6 @@ _PLATEAU_RATIO = 1.0
 # interval at 10 samples would end an iid run early); from 50 on they are stable.
 _PLATEAU_MIN_EARLIER = 50
 
-
-def _check_positive(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
 
 
 def converge(
@@ -86,12 +83,7 @@ def converge(
     _check_confidence(confidence)
     if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
         raise ValueError(f"min_samples must be a positive int, got {min_samples!r}")
-    _check_positive("min_run_time", min_run_time)
-    _check_positive("max_run_time", max_run_time)
-    if max_run_time < min_run_time:
-        raise ValueError(
-            f"max_run_time ({max_run_time}) must be >= min_run_time ({min_run_time})"
-        )
+    check_run_times(min_run_time, max_run_time)
     environment.check_machine()
 
     number = timer._estimate_block_size(min_run_time)

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from opbench import _C, _loop
-from opbench._numerics import f32
+from opbench._checks import check_count, check_positive
 from opbench._loop import StatementLoop, timer
+from opbench._numerics import f32
 from opbench._threads import set_torch_threads
 from opbench.callgrind.globals import CopyIfCallgrind
 from opbench.measurement import Measurement, TaskSpec
@@ -69,11 +70,6 @@ def _provide_torch(globals_: dict[str, Any], *sources: str) -> None:
             "the statement uses `torch`, which is not installed: pip install torch==2.13.0"
         ) from e
     globals_["torch"] = torch
-
-
-def _check_positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
 
 
 class Timer:
@@ -270,17 +266,12 @@ class Timer:
         Mirrors ``timeit.Timer.timeit`` but returns a Measurement of time per
         run. Raises ValueError if ``number`` is not a positive int.
         """
-        self._check_number(number)
+        check_count("number", number)
         self._begin_measurement()
         with set_torch_threads(self._task_spec.num_threads):
             self._timeit(number=max(int(number // 100), 2))  # warm-up
             self._clear_per_call()  # warm-up calls are not samples
             return self._measurement(number, [self._timeit(number=number)])
-
-    @staticmethod
-    def _check_number(number: int) -> None:
-        if isinstance(number, bool) or not isinstance(number, int) or number <= 0:
-            raise ValueError(f"number must be a positive int, got {number!r}")
 
     def repeat(self, repeat: int = 5, number: int = 1000000) -> Measurement:
         """``repeat`` measurements of ``number`` runs each, after one warm-up block.
@@ -289,8 +280,8 @@ class Timer:
         returns one Measurement holding the ``repeat`` times (per run via
         ``.times``), so statistics and Compare work on it.
         """
-        self._check_number(number)
-        self._check_number(repeat)
+        check_count("number", number)
+        check_count("repeat", repeat)
         self._begin_measurement()
         with set_torch_threads(self._task_spec.num_threads):
             self._timeit(number=max(int(number // 100), 2))
@@ -326,7 +317,7 @@ class Timer:
         loop iteration). Measurements taken afterwards carry the estimate in
         ``Measurement.overhead``; their raw times stay as measured.
         """
-        self._check_number(number)
+        check_count("number", number)
         if self._language is not Language.PYTHON:
             raise ValueError("overhead calibration is for Python statements and callables")
         probe = StatementLoop(
@@ -393,7 +384,7 @@ class Timer:
         against a block (see ``_estimate_block_size``). Raises ValueError for
         ``min_run_time <= 0``.
         """
-        _check_positive("min_run_time", min_run_time)
+        check_positive("min_run_time", min_run_time)
         number = self._estimate_block_size(min_run_time)
         times = self._threaded_measurement_loop(
             number,
@@ -419,8 +410,8 @@ class Timer:
         """
         if not 0 < threshold < 1:
             raise ValueError(f"threshold must be in (0, 1), got {threshold!r}")
-        _check_positive("min_run_time", min_run_time)
-        _check_positive("max_run_time", max_run_time)
+        check_positive("min_run_time", min_run_time)
+        check_positive("max_run_time", max_run_time)
         number = self._estimate_block_size(min_run_time=0.05)
 
         def stop_hook(times: list[float]) -> bool:
@@ -460,7 +451,7 @@ class Timer:
         Returns a CallgrindStats, or a tuple of ``repeats`` of them. Globals
         must be wrapped in ``CopyIfCallgrind`` to cross into the child.
         """
-        self._check_number(number)
+        check_count("number", number)
         if repeats is not None and repeats < 1:
             raise ValueError("If specified, `repeats` must be >= 1")
         # Fail fast, in this process, on a statement that cannot run at all.
