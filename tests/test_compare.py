@@ -128,3 +128,13 @@ def test_colorize_marks_best_value():
     compare.colorize()
     assert opbench.compare.BEST in str(compare)
     assert opbench.compare.BEST not in str(opbench.Compare(ours))
+
+
+def test_exports_delegate_to_export_module(tmp_path):
+    from opbench import export
+
+    ours, _ = _results(2)
+    compare = opbench.Compare(ours)
+    assert compare.to_markdown() == export.to_markdown(compare)
+    assert compare.to_csv(tmp_path / "t.csv") == (tmp_path / "t.csv").read_text()
+    assert compare.to_html().startswith("<")

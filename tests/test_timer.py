@@ -236,3 +236,27 @@ def test_works_without_torch_installed():
     assert proc.returncode == 0, proc.stderr
     assert "Times are in" in proc.stdout
     assert "ERR the statement uses `torch`, which is not installed" in proc.stdout
+
+
+def test_record_first_call_times_the_cold_call_once():
+    calls = []
+
+    def f():
+        calls.append(None)
+        if len(calls) == 1:
+            sum(range(200000))  # the cold call is the slow one
+
+    t = opbench.Timer(f, record_first_call=True)
+    m = t.timeit(100)
+    first = m.info["first_call_s"]
+    assert first > m.median
+    assert len(calls) == 1 + 2 + 100  # first call, warm-up, measured
+    assert t.timeit(10).info["first_call_s"] == first  # measured once per Timer
+    assert "first_call_s" not in opbench.Timer(f).timeit(10).info
+
+
+def test_profile_and_converge_delegate():
+    report = opbench.Timer(lambda: sorted(range(50))).profile(number=200, top=5)
+    assert any("sorted" in row.function for row in report.rows)
+    m = OurMockTimer("us_stmt").converge(0.05, max_run_time=2.0)
+    assert m.converged is True and m.info["stop_reason"]

@@ -29,6 +29,7 @@ from opbench.measurement import (
     trim_sigfig,
     unit_to_english,
 )
+from opbench.progress import Progress, run_all
 from opbench.results import ResultsFileError, load, save
 from opbench.timer import Language, Timer, timer
 
@@ -54,6 +55,7 @@ __all__ = [
     "CopyIfCallgrind",
     "Language",
     "Measurement",
+    "Progress",
     "ResultsFileError",
     "TaskSpec",
     "Timer",
@@ -62,6 +64,7 @@ __all__ = [
     "include_dir",
     "load",
     "ordered_unique",
+    "run_all",
     "save",
     "select_unit",
     "set_torch_threads",
@@ -72,11 +75,18 @@ __all__ = [
 ]
 
 
+# Submodules reachable as attributes without an explicit import
+# (`opbench.compile.bench_all(...)`), loaded on first access.
+_LAZY_MODULES = {"compile", "plot", "export", "profile", "op_fuzzers", "fuzzer", "stats"}
+
+
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'opbench' has no attribute {name!r}")
     import importlib
 
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"opbench.{name}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'opbench' has no attribute {name!r}")
     module, attribute = _LAZY[name]
     value = getattr(importlib.import_module(module), attribute)
     globals()[name] = value

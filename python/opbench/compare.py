@@ -27,6 +27,7 @@ import itertools
 import math
 import operator
 from collections.abc import Iterable
+from typing import Any
 
 from opbench import _numerics
 from opbench.measurement import Measurement, select_unit, trim_sigfig, unit_to_english
@@ -314,6 +315,39 @@ class Compare:
 
     def print(self) -> None:
         print(str(self))
+
+    # -- exports and plots (opbench.export, opbench.plot) -----------------------
+
+    def to_markdown(self, path: str | None = None) -> str:
+        """The tables as Markdown (written atomically to ``path`` if given)."""
+        from opbench import export
+
+        return export.to_markdown(self, path)
+
+    def to_csv(self, path: str | None = None) -> str:
+        """One CSV line per cell, medians in seconds (see ``opbench.export.to_csv``)."""
+        from opbench import export
+
+        return export.to_csv(self, path)
+
+    def to_html(self, path: str | None = None) -> str:
+        """The tables as escaped HTML."""
+        from opbench import export
+
+        return export.to_html(self, path)
+
+    def plot_bars(self, path: str, **kwargs: Any) -> Any:
+        """Bars with intervals per row, to PNG/SVG by suffix (needs matplotlib)."""
+        from opbench import plot
+
+        return plot.plot_bars(self, path, **kwargs)
+
+    def plot_speedup(self, path: str, *, baseline: str, by: str = "description",
+                     **kwargs: Any) -> Any:
+        """A speed-up heatmap against ``baseline`` over a size sweep (needs matplotlib)."""
+        from opbench import plot
+
+        return plot.plot_speedup(self, path, baseline=baseline, by=by, **kwargs)
 
     def _tables(self) -> list[_Table]:
         merged = Measurement.merge(self._results)

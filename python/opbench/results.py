@@ -32,13 +32,13 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from opbench import environment as _environment
+from opbench._files import atomic_write_text
 from opbench import stats
 from opbench.measurement import Measurement, TaskSpec
 
@@ -115,33 +115,6 @@ def _measurement_to_dict(m: Measurement) -> dict[str, Any]:
     return entry
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    directory = path.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # make the rename itself durable; not every filesystem allows it
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
-
-
 def save(
     results: Measurement | Iterable[Measurement],
     path: str | os.PathLike[str],
@@ -170,7 +143,7 @@ def save(
     # Serialise fully before touching the disk: an error leaves no file behind.
     text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
     target = Path(path)
-    _atomic_write_text(target, text)
+    atomic_write_text(target, text)
     return target
 
 

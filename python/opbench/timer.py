@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from opbench import _C, _loop
+from opbench import _C, _loop, first_call
 from opbench._checks import check_count, check_positive
 from opbench._loop import StatementLoop, timer
 from opbench._numerics import f32
@@ -94,6 +94,9 @@ class Timer:
             device-time mode: ``"events"``, ``"per_iteration"`` or ``"graph"``.
         l2_cache: with device timing, ``"warm"`` or ``"cold"`` (flush the L2
             before each timed call).
+        record_first_call: time the very first (cold) call alone, before any
+            warm-up, into ``Measurement.info["first_call_s"]``: the cost of
+            lazy initialisation or compilation (``torch.compile``).
         setup_per_block: C++ only. By default a C++ setup runs once per
             measurement (torch re-runs it before every block, so state the
             statement changes is reset each block); True restores torch's way.
@@ -132,6 +135,7 @@ class Timer:
         device_timing: str | None = None,
         l2_cache: str = "warm",
         setup_per_block: bool = False,
+        record_first_call: bool = False,
     ) -> None:
         for name, value in (("stmt", stmt), ("setup", setup)):
             if not isinstance(value, str) and not callable(value):
@@ -189,6 +193,7 @@ class Timer:
             **timer_kwargs,
         )
         self._info: dict[str, Any] = {}
+        self._record_first_call = record_first_call
         self._device_timer: Any = None
         # Per-call device modes log every call's time here while measuring.
         self._per_call: list[float] | None = None
@@ -220,8 +225,11 @@ class Timer:
         return dt is not None and (dt.mode == "per_iteration" or dt.cache == "cold")
 
     def _begin_measurement(self) -> None:
-        """Starts a measurement: fresh setup state for timers that keep it between
-        blocks (C++), and an empty per-call log for per-call device modes."""
+        """Starts a measurement: the first-call time if asked for (before anything
+        warms up), fresh setup state for timers that keep it between blocks
+        (C++), and an empty per-call log for per-call device modes."""
+        if self._record_first_call and first_call.INFO_KEY not in self._info:
+            self._info[first_call.INFO_KEY] = first_call.measure_first_call(self)
         reset = getattr(self._timer, "reset", None)
         if reset is not None:
             reset()
@@ -428,6 +436,14 @@ class Timer:
             callback=callback,
         )
         return self._measurement(number, times)
+
+    def profile(self, number: int = 1000, top: int = 20) -> Any:
+        """Runs the statement ``number`` times under cProfile; returns the top
+        functions by cumulative and own time, the harness's frames removed
+        (``opbench.profile.ProfileReport``; ``.dump(path)`` for snakeviz)."""
+        from opbench.profile import profile
+
+        return profile(self, number, top)
 
     def converge(self, target: float = 0.01, **kwargs: Any) -> Measurement:
         """Measures until the median's 95% confidence interval is within +-``target``
