@@ -143,3 +143,13 @@ def test_bad_input_writes_nothing(tmp_path):
     with pytest.raises(TypeError, match="Measurements"):
         save(["not a measurement"], tmp_path / "r.json")
     assert os.listdir(tmp_path) == []
+
+
+def test_dumps_loads_round_trip_and_name_the_source():
+    from opbench.results import dumps, loads
+
+    m = Measurement(3, [1e-6, 2e-6], TaskSpec("f()", "pass", label="L"))
+    back = loads(dumps([m], environment={"host": "x"}))
+    assert back[0] == m and back.environment == {"host": "x"}
+    with pytest.raises(ResultsFileError, match="^worker 3: truncated or corrupt JSON"):
+        loads(dumps([m])[:-10], source="worker 3")

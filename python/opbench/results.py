@@ -131,6 +131,20 @@ def save(
         TypeError: an item that is not a Measurement.
         ValueError: a non-finite raw time.
     """
+    # Serialise fully before touching the disk: an error leaves no file behind.
+    text = dumps(results, environment=environment)
+    target = Path(path)
+    atomic_write_text(target, text)
+    return target
+
+
+def dumps(
+    results: Measurement | Iterable[Measurement],
+    *,
+    environment: dict[str, Any] | None = None,
+) -> str:
+    """The text ``save`` writes: the results file format as a string (for sending
+    results between processes). Same arguments and errors as ``save``."""
     items = [results] if isinstance(results, Measurement) else list(results)
     doc = {
         "format": FORMAT,
@@ -140,11 +154,7 @@ def save(
     }
     if not _round_trips(doc["environment"]):
         raise ValueError("environment must be a JSON-able dict")
-    # Serialise fully before touching the disk: an error leaves no file behind.
-    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
-    target = Path(path)
-    atomic_write_text(target, text)
-    return target
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
 
 # -- loading ------------------------------------------------------------------
@@ -160,7 +170,7 @@ def _is_count(v: Any) -> bool:
 class _Checker:
     """Validates a parsed document, naming the file and the JSON path of any problem."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | str) -> None:
         self.path = path
 
     def fail(self, where: str, problem: str) -> ResultsFileError:
@@ -244,18 +254,23 @@ def load(path: str | os.PathLike[str]) -> Results:
         OSError: the file cannot be read.
     """
     p = Path(path)
-    data = p.read_bytes()
+    return loads(p.read_bytes(), source=str(p))
+
+
+def loads(data: bytes | str, *, source: str = "<string>") -> Results:
+    """``load`` from the text (or bytes) itself; ``source`` names it in errors."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
-        raise ResultsFileError(f"{p}: corrupt: not UTF-8 text (byte {e.start})") from None
+        raise ResultsFileError(f"{source}: corrupt: not UTF-8 text (byte {e.start})") from None
     except json.JSONDecodeError as e:
-        cause = "empty file" if not data.strip() else e.msg
+        cause = "empty file" if not raw.strip() else e.msg
         raise ResultsFileError(
-            f"{p}: truncated or corrupt JSON at line {e.lineno} column {e.colno} "
+            f"{source}: truncated or corrupt JSON at line {e.lineno} column {e.colno} "
             f"(char {e.pos}): {cause}"
         ) from None
-    _Checker(p).document(doc)
+    _Checker(source).document(doc)
     return Results(
         (_measurement_from_dict(e) for e in doc["measurements"]),
         environment=doc["environment"],

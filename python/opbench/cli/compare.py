@@ -51,15 +51,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
-def parse_threshold(text: str) -> float:
-    """'5%' or '0.05' -> 0.05; raises UsageError outside (0, 1)."""
+def parse_threshold(text: str, option: str = "--threshold") -> float:
+    """'5%' or '0.05' -> 0.05; raises UsageError, naming ``option``, outside (0, 1)."""
     raw = text.strip()
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise UsageError(f"--threshold must look like '5%' or '0.05', got {text!r}") from None
+        raise UsageError(f"{option} must look like '5%' or '0.05', got {text!r}") from None
     if not 0 < value < 1:
-        raise UsageError(f"--threshold must be between 0% and 100% (exclusive), got {text!r}")
+        raise UsageError(f"{option} must be between 0% and 100% (exclusive), got {text!r}")
     return value
 
 
@@ -126,12 +126,20 @@ def _pool(results: Any) -> dict[Any, list[float]]:
 def compare_files(baseline: str, new: str, threshold: float,
                   confidence: float = 0.95) -> tuple[str, bool]:
     """The comparison table's text, and whether a significant regression was found."""
+    text, regressed = compare_results(_load(baseline), _load(new), threshold, confidence)
+    return text, bool(regressed)
+
+
+def compare_results(baseline: Any, new: Any, threshold: float,
+                    confidence: float = 0.95) -> tuple[str, list[str]]:
+    """Compares two sets of Measurements: the table's text, and the names of the
+    tasks significantly slower beyond ``threshold``."""
     from opbench.ab import verdict
 
-    base, cand = _pool(_load(baseline)), _pool(_load(new))
+    base, cand = _pool(baseline), _pool(new)
     header = ("Benchmark", "Baseline", "New", "Ratio", f"{confidence:.0%} CI", "Verdict")
     rows = []
-    regression = False
+    regressed: list[str] = []
     for spec, base_times in base.items():
         if spec not in cand or not base_times or not cand[spec]:
             continue
@@ -143,7 +151,8 @@ def compare_files(baseline: str, new: str, threshold: float,
             ratio, lo, hi = found
             result = verdict(lo, hi, threshold)
             ratio_text, ci_text = f"{ratio:.3f}", f"{lo:.3f} to {hi:.3f}"
-        regression |= result == "slower"
+        if result == "slower":
+            regressed.append(_row_name(spec))
         rows.append((_row_name(spec), _time(statistics.median(base_times)),
                      _time(statistics.median(new_times)), ratio_text, ci_text, result))
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -156,8 +165,8 @@ def compare_files(baseline: str, new: str, threshold: float,
             lines.extend(f"  {_row_name(s)}" for s in missing)
     lines.append(f"\nRatio: new / baseline; threshold {threshold:.1%}. "
                  + ("REGRESSION: a task is significantly slower beyond the threshold."
-                    if regression else "No significant regression beyond the threshold."))
-    return "\n".join(lines), regression
+                    if regressed else "No significant regression beyond the threshold."))
+    return "\n".join(lines), regressed
 
 
 def run(args: argparse.Namespace) -> int:

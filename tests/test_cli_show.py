@@ -1,0 +1,92 @@
+"""`python -m opbench show FILE`: a saved results file as Compare tables, errors on stderr."""
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from opbench import Compare, Measurement, TaskSpec, save
+
+ENV = {"hostname": "box", "cpu_model": "CPU-9", "python": "3.11.7", "torch": None}
+
+
+def opbench_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "opbench", *args], check=False,
+                          capture_output=True, text=True, timeout=120)
+
+
+def measurements() -> list[Measurement]:
+    rng = random.Random(0)
+    out = []
+    for stmt, cost in (("add()", 2e-6), ("mul()", 7e-6)):
+        for size in ("8", "64"):
+            times = [cost * int(size) * (1 + rng.gauss(0, 0.02)) for _ in range(20)]
+            out.append(Measurement(100, [t * 100 for t in times],
+                                   TaskSpec(stmt, "pass", label="ops", sub_label=stmt,
+                                            description=size)))
+    return out
+
+
+@pytest.fixture
+def results_file(tmp_path):
+    return str(save(measurements(), tmp_path / "run.json", environment=ENV))
+
+
+def test_prints_compare_tables(results_file) -> None:
+    r = opbench_cli("show", results_file)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert r.stdout.startswith(f"{results_file}: 4 measurement(s)\n"
+                               "measured on: hostname=box, cpu_model=CPU-9, python=3.11.7\n")
+    assert str(Compare(measurements())) in r.stdout
+    assert "Measurement object" not in r.stdout  # describe() only with --verbose
+
+
+def test_trim_and_color(results_file) -> None:
+    r = opbench_cli("show", results_file, "--trim", "--color")
+    assert r.returncode == 0, r.stderr
+    table = Compare(measurements())
+    table.trim_significant_figures()
+    table.colorize()
+    assert str(table) in r.stdout and "\x1b[" in r.stdout
+
+
+def test_verbose_adds_environment_and_describe(results_file) -> None:
+    r = opbench_cli("show", results_file, "--verbose")
+    assert r.returncode == 0, r.stderr
+    assert "environment: " + json.dumps(ENV, sort_keys=True) in r.stdout
+    for m in measurements():
+        assert m.describe().split("\n", 1)[1] in r.stdout  # past the object-address line
+
+
+def test_empty_file(tmp_path) -> None:
+    path = save([], tmp_path / "empty.json", environment={})
+    r = opbench_cli("show", str(path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{path}: 0 measurement(s)\nmeasured on: (no environment recorded)\n"
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "No such file or directory"),
+    ('{"format": "opbench-res', "truncated or corrupt JSON"),
+    ('{"format": "opbench-results", "version": 99, "environment": {}, "measurements": []}',
+     "upgrade opbench"),
+])
+def test_unloadable_file_exits_2(tmp_path, content, message) -> None:
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_text(content)
+    r = opbench_cli("show", str(path))
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert f"python -m opbench show: error: cannot load {path}" in r.stderr
+    assert message in r.stderr
+
+
+def test_help() -> None:
+    r = opbench_cli("show", "--help")
+    assert r.returncode == 0
+    assert all(option in r.stdout for option in ("FILE", "--trim", "--color", "--verbose"))
