@@ -1,6 +1,7 @@
 """Shared test helpers: a deterministic mock timer and paired torch/opbench objects."""
 from __future__ import annotations
 
+import importlib.metadata
 import random
 import re
 import zlib
@@ -38,6 +39,17 @@ class MockTimer:
         noise = 1 + self.NOISE * (self._rng.random() - 0.5) * 2
         spike = 3.0 if self._rng.random() < 0.03 else 1.0  # occasional outlier
         return (self.OVERHEAD + self._cost * number * spike) * noise
+
+
+def _installed_as_entry_point() -> bool:
+    return any(ep.value == "opbench.pytest_plugin"
+               for ep in importlib.metadata.entry_points(group="pytest11"))
+
+
+# Arguments that load opbench's pytest plugin in an inner pytest run. Once
+# opbench is installed its entry point loads it; `-p` again would register
+# the module twice.
+PYTEST_PLUGIN_ARGS = [] if _installed_as_entry_point() else ["-p", "opbench.pytest_plugin"]
 
 
 def strip_object_line(text: str) -> str:

@@ -13,19 +13,12 @@ import sys
 
 import pytest
 
+from conftest import PYTEST_PLUGIN_ARGS as PLUGIN
 from opbench.results import load
 
 pytest_plugins = ["pytester"]
 
 
-def _installed_as_entry_point() -> bool:
-    return any(ep.value == "opbench.pytest_plugin"
-               for ep in importlib.metadata.entry_points(group="pytest11"))
-
-
-# Once opbench is installed, the entry point loads the plugin; `-p` again would
-# register the module twice.
-PLUGIN = [] if _installed_as_entry_point() else ["-p", "opbench.pytest_plugin"]
 
 SLEEP_TESTS = """
 import os, time
