@@ -7,7 +7,6 @@ sleeps ten times apart, never by thresholds on absolute times.
 """
 from __future__ import annotations
 
-import importlib.metadata
 import subprocess
 import sys
 
