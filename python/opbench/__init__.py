@@ -17,7 +17,7 @@ from typing import Any
 from opbench import cuda
 from opbench._threads import set_torch_threads
 from opbench.ab import ABResult, compare_ab
-from opbench.callgrind import CopyIfCallgrind
+from opbench.callgrind import CallgrindStats, CopyIfCallgrind, FunctionCount, FunctionCounts
 from opbench.compare import Colorize, Compare
 from opbench.cpp import include_dir
 from opbench.environment import BenchmarkWarning
@@ -50,9 +50,12 @@ _LAZY = {
 __all__ = [
     "ABResult",
     "BenchmarkWarning",
+    "CallgrindStats",
     "Colorize",
     "Compare",
     "CopyIfCallgrind",
+    "FunctionCount",
+    "FunctionCounts",
     "Language",
     "Measurement",
     "Progress",

@@ -1,0 +1,162 @@
+"""collect_callgrind end to end, under real valgrind. Runs are slow (seconds
+each), so each collection is shared through a module-scoped fixture."""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import signal
+import subprocess
+import threading
+
+import pytest
+
+import opbench
+from opbench.callgrind import collect as cg_collect
+from opbench.callgrind._parse import parse_callgrind_out
+from opbench.callgrind.function_counts import _NOISY_SYMBOL
+from opbench.callgrind.stats import CallgrindStats
+
+REASON = cg_collect.callgrind_unavailable_reason()
+needs_valgrind = pytest.mark.skipif(REASON is not None, reason=str(REASON))
+
+
+@pytest.fixture(scope="module")
+def py_stats():
+    """One pure-Python collection: baseline, two repeats, raw files kept, a copied global."""
+    # The child fails (NameError) unless the global and its setup crossed over.
+    glob = {"n": opbench.CopyIfCallgrind(7, setup="import fractions")}
+    return opbench.Timer("y = x * n", setup="x = 3", globals=glob).collect_callgrind(
+        number=100, repeats=2, retain_out_file=True)
+
+
+@needs_valgrind
+def test_python_statement_repeats(py_stats):
+    assert isinstance(py_stats, tuple) and len(py_stats) == 2
+    first, second = py_stats
+    assert first.number_per_run == 100 and first.task_spec.stmt == "y = x * n"
+    # The statement costs more than the empty loop, and exactly the same in both
+    # repeats (denoised: the dict lookups follow hash randomisation).
+    assert first.counts() > first.baseline_exclusive_stats.sum() > 0
+    assert first.counts(denoise=True) == second.counts(denoise=True)
+    assert first.baseline_exclusive_stats is second.baseline_exclusive_stats
+    assert "y = x * n" in repr(first) and "100 runs per measurement, 1 thread" in repr(first)
+    # Inclusive rows cover the exclusive ones (a function includes its own cost).
+    incl = {fn: c for c, fn in first.stats(inclusive=True)}
+    assert all(incl.get(fn, c) >= c for c, fn in first.stats())
+
+
+@needs_valgrind
+def test_retained_file_is_what_was_parsed(py_stats):
+    raw = py_stats[0].stmt_callgrind_out
+    assert raw is not None and "events: Ir" in raw
+    parsed = parse_callgrind_out(raw.splitlines())
+    assert sum(parsed.exclusive.values()) == py_stats[0].counts()
+
+
+@needs_valgrind
+@pytest.mark.skipif(cg_collect.shutil.which("callgrind_annotate") is None,
+                    reason="callgrind_annotate not installed")
+def test_parser_matches_callgrind_annotate_on_real_file(py_stats, tmp_path):
+    from test_callgrind import annotate_matches
+
+    path = tmp_path / "callgrind.out.1"
+    path.write_text(py_stats[0].stmt_callgrind_out)
+    annotate_matches(str(path))
+
+
+@needs_valgrind
+def test_single_result_without_baseline_for_a_callable():
+    # A picklable callable stmt; repeats=None gives one CallgrindStats, not a tuple.
+    stats = opbench.Timer(functools.partial(math.factorial, 20)).collect_callgrind(
+        number=10, collect_baseline=False)
+    assert isinstance(stats, CallgrindStats)
+    assert len(stats.baseline_exclusive_stats) == 0 and stats.stmt_callgrind_out is None
+    assert any("factorial" in fn for _, fn in stats.stats())
+
+
+@needs_valgrind
+def test_denoise_removes_interpreter_noise_on_a_torch_statement():
+    torch = pytest.importorskip("torch")
+    from torch.utils.benchmark.utils.valgrind_wrapper.timer_interface import FunctionCounts
+
+    stats = opbench.Timer("x += 1", setup="x = torch.ones((1,))").collect_callgrind(number=100)
+    noisy = stats.stats().filter(lambda fn: _NOISY_SYMBOL.search(fn) is not None)
+    assert noisy.sum() > 0
+    assert stats.counts(denoise=True) == stats.counts() - noisy.sum()
+    # torch's own filter (a symbol CPython 3.11 renamed) finds nothing here.
+    theirs = FunctionCounts(tuple(stats.stats()), inclusive=False).denoise()
+    assert theirs.sum() == stats.counts()
+    assert any("at::" in fn or "libtorch" in fn for _, fn in stats.stats())
+
+
+# -- errors -------------------------------------------------------------------------------
+
+def test_valgrind_missing_names_the_package(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(OSError, match="`valgrind`"):
+        opbench.Timer("pass").collect_callgrind()
+
+
+def test_extension_without_client_requests_says_why(monkeypatch):
+    from opbench import _C
+
+    monkeypatch.setattr(cg_collect.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(_C.callgrind, "available", lambda: False)
+    with pytest.raises(OSError, match="built without valgrind's headers"):
+        opbench.Timer("pass").collect_callgrind()
+
+
+@needs_valgrind
+def test_globals_must_be_wrapped():
+    with pytest.raises(ValueError, match="wrapped in `CopyIfCallgrind`"):
+        opbench.Timer("x", globals={"x": 1}).collect_callgrind()
+
+
+@needs_valgrind
+def test_unpicklable_global_is_named():
+    glob = {"lock": opbench.CopyIfCallgrind(threading.Lock())}
+    with pytest.raises(ValueError, match="global 'lock'.*does not serialize"):
+        opbench.Timer("lock", globals=glob).collect_callgrind()
+
+
+@needs_valgrind
+def test_child_failure_quotes_its_stderr():
+    setup = ("from opbench._C import callgrind as c\n"
+             "if c.running_on_valgrind(): raise RuntimeError('boom in the child')")
+    with pytest.raises(RuntimeError, match="(?s)child process failed.*boom in the child"):
+        opbench.Timer("pass", setup=setup).collect_callgrind(number=1)
+
+
+@needs_valgrind
+def test_ctrl_c_kills_the_child_and_removes_files(monkeypatch):
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def spy(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        started.append(proc)
+        # Ctrl-C arrives while we wait for the child.
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return proc
+
+    monkeypatch.setattr(cg_collect.subprocess, "Popen", spy)
+    setup = ("import time\nfrom opbench._C import callgrind as c\n"
+             "if c.running_on_valgrind(): time.sleep(120)")
+    with pytest.raises(KeyboardInterrupt):
+        opbench.Timer("pass", setup=setup).collect_callgrind(number=1)
+    (proc,) = started
+    assert proc.returncode is not None  # reaped: killed, not left running
+    work = os.path.dirname(next(a for a in proc.args if a.endswith("child.py")))
+    assert not os.path.exists(work)
+
+
+def test_cpp_is_a_clear_hook(monkeypatch):
+    class FakeTimer:
+        _language = opbench.Language.CPP
+        _task_spec = None
+
+    monkeypatch.setattr(cg_collect, "callgrind_unavailable_reason", lambda: None)
+    with pytest.raises(NotImplementedError, match="c\\+\\+"):
+        cg_collect.collect_callgrind(FakeTimer(), number=1, repeats=None,
+                                     collect_baseline=False, retain_out_file=False)
