@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from opbench import _C, _loop, first_call
+from opbench import _C, _loop, environment, first_call
 from opbench._checks import check_count, check_positive
 from opbench._loop import StatementLoop, timer
 from opbench._numerics import f32
@@ -228,6 +228,9 @@ class Timer:
         """Starts a measurement: the first-call time if asked for (before anything
         warms up), fresh setup state for timers that keep it between blocks
         (C++), and an empty per-call log for per-call device modes."""
+        # Once per process: a power-saving CPU governor or a debug build
+        # makes every figure that follows suspect.
+        environment.check_machine()
         if self._record_first_call and first_call.INFO_KEY not in self._info:
             self._info[first_call.INFO_KEY] = first_call.measure_first_call(self)
         reset = getattr(self._timer, "reset", None)
