@@ -25,6 +25,16 @@ class UsageError(Exception):
     """Bad input from the command line: printed as `opbench <cmd>: error: ...`, exit 2."""
 
 
+def command_parser(
+    subparsers: argparse._SubParsersAction, name: str, help: str, doc: str | None
+) -> argparse.ArgumentParser:
+    """A command's parser: ``help`` for the command list, the module's docstring
+    (its usage, meaning and exit status) for ``--help``."""
+    return subparsers.add_parser(
+        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m opbench",

@@ -30,17 +30,17 @@ import statistics
 import sys
 from typing import Any
 
-from opbench.cli import UsageError
+from opbench.cli import UsageError, command_parser
 
 _MAX_SAMPLE = 500
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
+    p = command_parser(
+        subparsers,
         "compare",
-        help="compare two results files: ratios, confidence intervals, verdicts",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "compare two results files: ratios, confidence intervals, verdicts",
+        __doc__,
     )
     p.add_argument("baseline", help="results file (opbench.save) to compare against")
     p.add_argument("new", help="results file with the new timings")

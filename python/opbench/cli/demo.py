@@ -9,17 +9,14 @@ import argparse
 import itertools
 import sys
 
-from opbench.cli import UsageError
+from opbench.cli import UsageError, command_parser
 
 _SIZES = (1, 64, 1024, 10000)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "demo",
-        help="batched dot: mul/sum against bmm over sizes and threads",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        subparsers, "demo", "batched dot: mul/sum against bmm over sizes and threads", __doc__
     )
     p.add_argument("--min-run-time", type=float, default=0.05,
                    help="seconds of measurement per cell (default 0.05)")

@@ -19,19 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from opbench.cli import UsageError
+from opbench.cli import UsageError, command_parser
 
 # The environment facts worth one line above the tables, in this order.
 _SUMMARY_KEYS = ("hostname", "cpu_model", "python", "torch", "device")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "show",
-        help="print a saved results file as Compare tables",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(subparsers, "show", "print a saved results file as Compare tables", __doc__)
     p.add_argument("file", metavar="FILE", help="results file (opbench.save)")
     p.add_argument("--trim", action="store_true",
                    help="trim values to the significant figures their spread supports")

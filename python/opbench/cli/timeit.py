@@ -26,7 +26,7 @@ import sys
 import traceback
 from typing import TYPE_CHECKING
 
-from opbench.cli import UsageError
+from opbench.cli import UsageError, command_parser
 
 if TYPE_CHECKING:
     from opbench.measurement import Measurement
@@ -36,11 +36,11 @@ _CALLGRIND_NUMBER = 100
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
+    p = command_parser(
+        subparsers,
         "timeit",
-        help="time a Python statement (like python -m timeit, with opbench's statistics)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "time a Python statement (like python -m timeit, with opbench's statistics)",
+        __doc__,
     )
     p.add_argument("stmt", nargs="*", metavar="STMT",
                    help="statement to time; several are joined as lines (default: pass)")
