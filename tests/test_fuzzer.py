@@ -271,3 +271,13 @@ def test_cuda_tensors_match_torch(torch_fuzzer):
     cuda_state = torch.cuda.get_rng_state()
     list(build(ob).take(3))
     assert torch.equal(torch.cuda.get_rng_state(), cuda_state)
+
+
+def test_take_shows_progress_when_asked(capsys):
+    fuzzer = ob.Fuzzer([ob.FuzzedParameter("n", minval=1, maxval=8, distribution="uniform")],
+                       [ob.FuzzedTensor("x", size=("n",))], seed=1)
+    assert len(list(fuzzer.take(3, progress=True))) == 3
+    err = capsys.readouterr().err
+    assert "fuzzer" in err and "3/3" in err
+    list(fuzzer.take(3, progress=False))
+    assert capsys.readouterr().err == ""

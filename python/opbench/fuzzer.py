@@ -449,28 +449,37 @@ class Fuzzer:
             return 0.0
         return self._rejections / self._total_generated
 
-    def take(self, n: int) -> Iterator[tuple[dict[str, Any], dict[str, dict[str, Any]],
-                                             dict[str, Any]]]:
-        """Yield ``n`` ``(tensors, tensor_properties, params)`` triples, restarting from seed."""
+    def take(self, n: int, *, progress: bool | None = None) -> Iterator[
+            tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, Any]]]:
+        """Yield ``n`` ``(tensors, tensor_properties, params)`` triples, restarting from seed.
+
+        ``progress``: show a bar with the time left over the sweep (the work
+        done between yields counts), True / False to force it, None to show it
+        only on a terminal (see ``opbench.progress``).
+        """
+        from opbench.progress import Progress
+
         state = np.random.RandomState(self._seed)
         # torch calls torch.manual_seed() with this draw; a private generator seeded with it
         # holds the same stream without touching the caller's global generator.
         torch_seed = int(state.randint(low=0, high=2 ** 63, dtype=np.int64))
         stream = torch.Generator().manual_seed(torch_seed).get_state()
-        for _ in range(n):
-            params = self._generate(state)
-            # Constructors (default, user-supplied, subclass overrides) draw from the global
-            # generator, so it carries the fuzzer's stream while they run.
-            caller_state = torch.get_rng_state()
-            torch.set_rng_state(stream)
-            try:
-                tensors, tensor_properties = {}, {}
-                for t in self._tensors:
-                    tensors[t.name], tensor_properties[t.name] = t._make_tensor(params, state)
-            finally:
-                stream = torch.get_rng_state()
-                torch.set_rng_state(caller_state)
-            yield tensors, tensor_properties, params
+        with Progress(n, desc="fuzzer", enabled=progress) as bar:
+            for _ in range(n):
+                params = self._generate(state)
+                # Constructors (default, user-supplied, subclass overrides) draw from the
+                # global generator, so it carries the fuzzer's stream while they run.
+                caller_state = torch.get_rng_state()
+                torch.set_rng_state(stream)
+                try:
+                    tensors, tensor_properties = {}, {}
+                    for t in self._tensors:
+                        tensors[t.name], tensor_properties[t.name] = t._make_tensor(params, state)
+                finally:
+                    stream = torch.get_rng_state()
+                    torch.set_rng_state(caller_state)
+                yield tensors, tensor_properties, params
+                bar.update()
 
     def _generate(self, state: numpy.random.RandomState) -> dict[str, Any]:
         strict_values: dict[str, Any] = {}
