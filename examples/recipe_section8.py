@@ -1,6 +1,7 @@
 """The benchmark recipe's section 8 with opbench: two C++ implementations of the
 same function, built with ``torch.utils.cpp_extension.load_inline``, one taking
-its tensors by value and one by const reference, compared by time.
+its tensors by value (v0) and one by const reference (v1), compared by time and
+then by instruction counts (callgrind), whose delta shows which is cheaper.
 
 The extension also includes opbench's own header library (through
 ``opbench.cpp.include_dir()``) to time the by-reference call in a C++ loop with
@@ -9,9 +10,12 @@ no Python in it, the figure the Python-level timing cannot isolate.
 Run it::
 
     python examples/recipe_section8.py          # ~30-60 s the first time (compiles)
+
+The instruction counts need valgrind (about 20 s per collection).
 """
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import opbench.cpp
@@ -19,25 +23,37 @@ import opbench.cpp
 CPP_SOURCE = r"""
 #include "opbench/loop.h"
 
-// Copies of the two tensor handles: two reference-count increments and
-// decrements per call (atomic operations), the cost section 8 shows.
-torch::Tensor batched_dot_by_value(torch::Tensor a, torch::Tensor b) {
+// By value: copies of the two tensor handles, i.e. reference-count increments
+// and decrements per call (atomic operations), the cost section 8 shows.
+torch::Tensor batched_dot_mul_sum_v0(const torch::Tensor a, const torch::Tensor b) {
   return a.mul(b).sum(-1);
 }
 
-torch::Tensor batched_dot_by_reference(const torch::Tensor& a, const torch::Tensor& b) {
+// By const reference: no copies.
+torch::Tensor batched_dot_mul_sum_v1(const torch::Tensor& a, const torch::Tensor& b) {
   return a.mul(b).sum(-1);
 }
 
 // Nanoseconds per call of the by-reference version over n calls, timed in C++
 // with opbench's loop (the result is kept alive by the loop's barrier).
 double by_reference_ns_per_call(const torch::Tensor& a, const torch::Tensor& b, int64_t n) {
-  const auto ns = opbench::time_loop_ns([&] { return batched_dot_by_reference(a, b); }, n);
+  const auto ns = opbench::time_loop_ns([&] { return batched_dot_mul_sum_v1(a, b); }, n);
   return static_cast<double>(ns) / static_cast<double>(n);
 }
 """
 
-FUNCTIONS = ["batched_dot_by_value", "batched_dot_by_reference", "by_reference_ns_per_call"]
+FUNCTIONS = ["batched_dot_mul_sum_v0", "batched_dot_mul_sum_v1", "by_reference_ns_per_call"]
+VERSIONS = {"batched_dot_mul_sum_v0": "by value", "batched_dot_mul_sum_v1": "by reference"}
+
+# The recipe's `.transform` replacements: v0 and v1 symbols made equal, so the
+# delta cancels what the two share and keeps what differs.
+REPLACEMENTS = (
+    ("???:void pybind11", "pybind11"),
+    ("batched_dot_mul_sum_v0", "batched_dot_mul_sum_v1"),
+    ("at::Tensor, at::Tensor", "..."),
+    ("at::Tensor const&, at::Tensor const&", "..."),
+    ("auto torch::detail::wrap_pybind_function_impl_", "wrap_pybind_function_impl_"),
+)
 
 
 def build_module(verbose: bool = False) -> Any:
@@ -59,19 +75,55 @@ def compare(module: Any, x: Any, min_run_time: float = 0.2) -> dict[str, Any]:
     from opbench.timer import Timer
 
     results = {}
-    for name in ("batched_dot_by_value", "batched_dot_by_reference"):
+    for name, description in VERSIONS.items():
         timer = Timer(
             stmt=f"module.{name}(x, x)",
             globals={"module": module, "x": x},
             label="batched dot (load_inline)",
             sub_label=name,
-            description="by value" if "value" in name else "by reference",
+            description=description,
         )
         results[name] = timer.blocked_autorange(min_run_time=min_run_time)
-    # INSTRUCTION COUNTS (callgrind): the recipe's second half, the instruction
-    # count delta between the two (`collect_callgrind().delta(...)`), is added
-    # with opbench's callgrind support; until then this example compares time only.
     return results
+
+
+# -- INSTRUCTION COUNTS (callgrind) ----------------------------------------------------
+
+def module_import_str(module: Any) -> str:
+    """Setup code that imports the built extension from its file, as the recipe
+    does: collect_callgrind runs the statement in a child process, which must
+    import the extension again (it is not on sys.path)."""
+    return textwrap.dedent(f"""\
+        import importlib.util
+        spec = importlib.util.spec_from_file_location({module.__name__!r}, {module.__file__!r})
+        cpp_lib = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cpp_lib)""")
+
+
+def callgrind_timers(module: Any) -> dict[str, Any]:
+    """The recipe's t0 (v0, by value) and t1 (v1, by reference), keyed by function."""
+    from opbench.timer import Timer
+
+    setup = f"{module_import_str(module)}\nx = torch.randn(2, 2)"
+    return {name: Timer(stmt=f"cpp_lib.{name}(x, x)", setup=setup) for name in VERSIONS}
+
+
+def instruction_delta(module: Any, number: int = 100) -> tuple[Any, Any, Any]:
+    """(stats_v0, stats_v1, delta): both implementations' instruction counts under
+    callgrind, standardized, and v1 minus v0, denoised and with the recipe's
+    replacements applied. A negative total means v1 executes fewer instructions."""
+    t0, t1 = callgrind_timers(module).values()
+    stats_v0 = t0.collect_callgrind(number=number).as_standardized()
+    stats_v1 = t1.collect_callgrind(number=number).as_standardized()
+    delta = stats_v1.delta(stats_v0).denoise()
+    for before, after in REPLACEMENTS:
+        delta = delta.transform(lambda name, b=before, a=after: name.replace(b, a))
+    return stats_v0, stats_v1, delta
+
+
+def pretty_print(module: Any, result: Any) -> None:
+    """The import machinery in setup is repetitive to look at: shown as `import cpp_lib`."""
+    print(repr(result).replace(textwrap.indent(module_import_str(module), "  "), "  import cpp_lib"))
 
 
 def main() -> None:
@@ -79,11 +131,23 @@ def main() -> None:
 
     module = build_module()
     x = torch.randn(10000, 64)
-    assert torch.equal(module.batched_dot_by_value(x, x), module.batched_dot_by_reference(x, x))
+    assert torch.equal(module.batched_dot_mul_sum_v0(x, x), module.batched_dot_mul_sum_v1(x, x))
     small = torch.randn(2, 2)  # tiny tensors: the call overhead is what is measured
     for name, m in compare(module, small).items():
         print(m)
     print(f"by reference, C++ loop: {module.by_reference_ns_per_call(small, small, 100000):.0f} ns/call")
+
+    from opbench.callgrind.collect import callgrind_unavailable_reason
+
+    reason = callgrind_unavailable_reason()
+    if reason is not None:
+        print(f"instruction counts skipped: {reason}")
+        return
+    stats_v0, stats_v1, delta = instruction_delta(module)
+    pretty_print(module, stats_v0)
+    pretty_print(module, stats_v1)
+    torch.set_printoptions(linewidth=160)  # how much of each function name to show
+    print(delta)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 and collect_callgrind's errors that need no valgrind run."""
 from __future__ import annotations
 
-import os
 import pickle
 import shutil
 import subprocess

@@ -126,6 +126,19 @@ def mentions_torch(*code: str) -> bool:
     return any(_MENTIONS_TORCH.search(c) for c in code)
 
 
+# Child code defining `__trim(0)`. glibc's malloc consolidates its free lists
+# lazily, at moments that depend on the heap's history; done inside a measured
+# loop that costs ~1% of a small torch op's count, in some repeats and not
+# others. Trimming before every loop starts each one from the same heap.
+_MALLOC_TRIM = """\
+try:
+    import ctypes
+    __trim = ctypes.CDLL(None).malloc_trim
+except (OSError, AttributeError):
+    __trim = lambda pad: 0
+"""
+
+
 def script(
     *,
     stmt: str,
@@ -168,16 +181,7 @@ __base = compile({measured(block_stmt("pass", number))!r}, "<baseline>", "exec")
 __warm = "for _ in range({min(number, 10)}):\\n" + {textwrap.indent(stmt, "    ")!r}
 exec(compile(__warm, "<warmup>", "exec"), __ns)
 
-# glibc's malloc consolidates its free lists lazily, at moments that depend on
-# the heap's history; done inside a measured loop that costs ~1% of a small torch
-# op's count, in some repeats and not others. Trimming before every loop starts
-# each one from the same consolidated heap.
-try:
-    import ctypes
-    __trim = ctypes.CDLL(None).malloc_trim
-except (OSError, AttributeError):
-    __trim = lambda pad: 0
-
+{_MALLOC_TRIM}
 def __reset():
     gc.collect()
     __trim(0)
@@ -210,4 +214,55 @@ sys.stdout.flush()
 sys.stderr.flush()
 # Skip interpreter teardown (slow under valgrind, and nothing left to measure).
 os._exit(0)
+"""
+
+
+def cpp_script(*, library: str, number: int, repeats: int, import_torch: bool,
+               num_threads: int) -> str:
+    """The child program for a C++ timer: drives the timer's own compiled library
+    (the file the parent built and cached) through the same ctypes entry points.
+
+    The library runs setup and a warm-up block uninstrumented; from then on it
+    toggles collection around each measured loop itself (in C++), so a count is
+    `number` runs of the statement plus a handful of loop entry/exit
+    instructions: no Python, no ctypes call, no clock read.
+    """
+    torch_lines = (f"import torch\ntorch.set_num_threads({num_threads})\n"
+                   if import_torch else "")
+    return f"""\
+import ctypes, os, sys
+from pathlib import Path
+from opbench._C import callgrind as __cg
+if not __cg.running_on_valgrind():
+    sys.exit("opbench callgrind child: not running under valgrind")
+{torch_lines}
+from opbench.cpp.timer import _Library
+
+__lib = _Library(Path({library!r}))
+__session = __lib.open()
+if not __session:
+    sys.exit("could not allocate the C++ timer's session")
+__elapsed = ctypes.c_int64(0)
+
+
+{_MALLOC_TRIM}
+
+def __block(n):
+    __trim(0)
+    if __lib.run(__session, n, ctypes.byref(__elapsed)) != 0:
+        sys.exit("C++ statement threw: " + __lib.error(__session).decode(errors="replace"))
+
+
+# Setup and warm-up runs (as many as torch's, min(number, 10)), uncounted:
+# first-call costs (lazy symbol binding, static initialisers, allocator pools).
+__block({min(number, 10)})
+__lib.set_collect(__session, 1)
+__cg.start_instrumentation()
+for __i in range({repeats}):
+    __block({number})
+    __cg.dump_stats("opbench stmt")
+__cg.stop_instrumentation()
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)  # skip teardown (slow under valgrind, nothing left to measure)
 """

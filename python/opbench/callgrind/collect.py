@@ -118,9 +118,12 @@ def _read(path: str, retain: bool) -> tuple[FunctionCounts, FunctionCounts, str 
     profile = parse_callgrind_out(text.splitlines())
 
     def counts(by_fn: dict[str, int], inclusive: bool) -> FunctionCounts:
-        # As torch (via callgrind_annotate): drop zero rows, and rows equal to the
-        # program total (top-level frames that only restate it).
-        rows = (FunctionCount(c, fn) for fn, c in by_fn.items() if c and c != profile.total)
+        # As torch (via callgrind_annotate): drop zero rows, and inclusive rows equal
+        # to the program total (top-level frames that only restate it). torch drops
+        # such exclusive rows too, which empties a C++ statement the compiler inlined
+        # whole into the loop (one function holds every instruction): counts of 0.
+        rows = (FunctionCount(c, fn) for fn, c in by_fn.items()
+                if c and not (inclusive and c == profile.total))
         return FunctionCounts(tuple(sorted(rows, reverse=True)), inclusive=inclusive)
 
     raw = text if retain else None
@@ -137,9 +140,21 @@ def _built_with_debug_symbols() -> bool:
 
 
 def _cpp_child_command(timer: Any, work: str, *, number: int, repeats: int) -> list[str]:
-    # Hook for language="c++": compile a program from csrc/include/opbench/callgrind.h
-    # (start_instrumentation, ScopedCollect, dump_stats per repeat) and return its argv.
-    raise NotImplementedError("collect_callgrind does not support language='c++' yet.")
+    """argv of the child for a C++ timer: Python driving the timer's cached library,
+    which toggles collection around its own loop (see _child.cpp_script)."""
+    engine = timer._timer  # CppTimer; the parent compiles, so errors surface here
+    library = engine.library_path()
+    if not engine.callgrind_available():
+        raise OSError(
+            f"the compiled C++ statement ({library}) was built without valgrind's headers "
+            "(valgrind/callgrind.h), so it cannot toggle callgrind's collection. Install the "
+            "Debian package `valgrind` (it ships the headers) and delete the cached library.")
+    path = os.path.join(work, "child.py")
+    with open(path, "w") as f:
+        f.write(_child.cpp_script(library=str(library), number=number, repeats=repeats,
+                                  import_torch=engine.needs_torch,
+                                  num_threads=timer._task_spec.num_threads))
+    return [sys.executable, path]
 
 
 def collect_callgrind(

@@ -98,6 +98,16 @@ def _torch_flags() -> tuple[list[str], str]:
     return flags, str(torch.__version__)
 
 
+def _valgrind_headers() -> str:
+    """Where valgrind's callgrind.h is (or ""), for the cache key: opbench/callgrind.h
+    compiles to no-ops without it, so installing valgrind must give a new build."""
+    for root in ("/usr/include", "/usr/local/include"):
+        header = os.path.join(root, "valgrind", "callgrind.h")
+        if os.path.isfile(header):
+            return header
+    return ""
+
+
 def build_library(source: str, *, snippets: dict[str, str], include_dirs: list[str],
                   use_torch: bool) -> Path:
     """Path of a shared library compiled from `source`, building it if the cache
@@ -111,9 +121,10 @@ def build_library(source: str, *, snippets: dict[str, str], include_dirs: list[s
     if use_torch:
         torch_flags, torch_version = _torch_flags()
         flags += torch_flags  # a later -std wins
-    key = hashlib.sha256(
-        "\0".join([_FORMAT, _compiler_identity(cxx), " ".join(flags), torch_version, source]).encode()
-    ).hexdigest()[:32]
+    key = hashlib.sha256("\0".join([
+        _FORMAT, _compiler_identity(cxx), " ".join(flags), torch_version, _valgrind_headers(),
+        source,
+    ]).encode()).hexdigest()[:32]
     root = cache_dir()
     target = root / f"{key}.so"
     if target.is_file():
