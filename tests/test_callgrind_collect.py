@@ -151,3 +151,12 @@ def test_ctrl_c_kills_the_child_and_removes_files(monkeypatch):
     assert not os.path.exists(work)
 
 
+
+
+@needs_valgrind
+def test_repeats_show_progress_when_asked(monkeypatch, capsys):
+    monkeypatch.setenv("OPBENCH_PROGRESS", "1")
+    stats = opbench.Timer("sum(range(10))").collect_callgrind(number=10, repeats=2)
+    assert len(stats) == 2
+    err = capsys.readouterr().err
+    assert "callgrind" in err and "3/3" in err  # two repeats and the baseline

@@ -82,15 +82,27 @@ def _tail(path: str) -> str:
     return text[-_TAIL:]
 
 
-def _run(cmd: list[str], work: str) -> None:
-    """Runs the valgrind child; kills it on Ctrl-C; raises with its stderr on failure."""
+def _run(cmd: list[str], work: str, *, dumps_prefix: str, expected_dumps: int) -> None:
+    """Runs the valgrind child; kills it on Ctrl-C; raises with its stderr on failure.
+
+    Each repeat ends with a dump file, so counting them gives a progress bar
+    (shown on a terminal, for more than one dump; see opbench.progress).
+    """
+    from opbench.progress import Progress
+
     stdout_path, stderr_path = os.path.join(work, "stdout.txt"), os.path.join(work, "stderr.txt")
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+    show = None if expected_dumps > 1 else False
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err, \
+            Progress(expected_dumps, desc="callgrind", enabled=show) as bar:
         # Its own session: Ctrl-C reaches us, and we decide to kill it (no half-dead child).
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                 env=_child_env(), start_new_session=True)
         try:
-            rc = proc.wait()
+            while (rc := _wait(proc, 0.25 if bar.enabled else None)) is None:
+                dumped = len(_dump_files(dumps_prefix))
+                if dumped > bar.done:
+                    bar.update(dumped - bar.done)
+            bar.update(max(len(_dump_files(dumps_prefix)) - bar.done, 0))
         except BaseException:
             proc.kill()
             proc.wait()
@@ -102,6 +114,14 @@ def _run(cmd: list[str], work: str) -> None:
             f"--- its stderr (last {_TAIL} characters) ---\n{_tail(stderr_path)}\n"
             f"--- valgrind log ---\n{_tail(os.path.join(work, 'valgrind.log'))}"
         )
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float | None) -> int | None:
+    """The exit status, or None if the child is still running after ``timeout`` s."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _dump_files(prefix: str) -> list[str]:
@@ -190,11 +210,12 @@ def collect_callgrind(
                                                       collect_baseline=collect_baseline)]
         else:
             cmd = _cpp_child_command(timer, work, number=number, repeats=n_repeats)
+        expected = n_repeats + int(collect_baseline)
         _run(["valgrind", *_VALGRIND_FLAGS, f"--callgrind-out-file={out_prefix}",
-              f"--log-file={os.path.join(work, 'valgrind.log')}", *cmd], work)
+              f"--log-file={os.path.join(work, 'valgrind.log')}", *cmd], work,
+             dumps_prefix=out_prefix, expected_dumps=expected)
 
         files = _dump_files(out_prefix)
-        expected = n_repeats + int(collect_baseline)
         if len(files) != expected:
             raise RuntimeError(f"collect_callgrind: expected {expected} callgrind dumps, found "
                                f"{len(files)}.\n{_tail(os.path.join(work, 'valgrind.log'))}")
