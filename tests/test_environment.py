@@ -23,6 +23,7 @@ def test_collect_is_json_able_and_complete():
                 "torch", "cuda", "device", "num_threads"):
         assert key in env
     assert env["cpu_count"] >= 1 and env["python"] == "%d.%d.%d" % sys.version_info[:3]
+    assert env["clock_read_cost_ns"] > 0 and env["clock_resolution_ns"] > 0
 
 
 def test_collect_never_imports_torch():

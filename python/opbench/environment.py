@@ -108,7 +108,8 @@ def collect() -> dict[str, Any]:
     Keys: hostname, platform, machine, cpu_model, cpu_count, cpu_affinity,
     governor (one name, ``"a/b"`` when CPUs differ, None when unreadable),
     python, python_implementation, opbench, torch, torch_debug, cuda, device,
-    num_threads (torch's pool; None without torch).
+    num_threads (torch's pool; None without torch), clock_read_cost_ns and
+    clock_resolution_ns (the timing clock, measured once per process).
     """
     import opbench  # late: environment is imported while opbench initialises
 
@@ -126,6 +127,9 @@ def collect() -> dict[str, Any]:
         "python_implementation": platform.python_implementation(),
         "opbench": getattr(opbench, "__version__", None),
     }
+    clock = opbench._C.clock_info()
+    env["clock_read_cost_ns"] = clock["read_cost_ns"]
+    env["clock_resolution_ns"] = clock["resolution_ns"]
     env.update({"torch_debug": None, "cuda": None, "device": None, "num_threads": None})
     env.update(_torch_facts())
     return env
