@@ -77,3 +77,29 @@ def test_as_callable_keeps_state_between_calls():
     f()
     f()
     assert f.__globals__["x"] == 2
+
+
+def test_python_functions_use_the_unrolled_loop_and_c_callables_the_native_one(monkeypatch):
+    from opbench import _loop
+
+    used = []
+    real = _loop._call_unrolled
+    monkeypatch.setattr(_loop, "_call_unrolled", lambda *a: used.append(1) or real(*a))
+    calls = []
+    for number in (0, 1, _loop._UNROLL - 1, _loop._UNROLL, 3 * _loop._UNROLL + 5):
+        calls.clear()
+        StatementLoop(lambda: calls.append(None), "pass", timer, {}).timeit(number)
+        assert len(calls) == number  # the remainder loop makes the count exact
+    assert len(used) == 5
+
+    class Obj:
+        def method(self):
+            calls.append(None)
+
+    StatementLoop(Obj().method, "pass", timer, {}).timeit(3)  # a bound Python method
+    assert len(used) == 6
+    StatementLoop(_C.noop, "pass", timer, {}).timeit(100)
+    StatementLoop([].copy, "pass", timer, {}).timeit(100)
+    assert len(used) == 6  # C callables went to the native loop
+    StatementLoop(_C.noop, "pass", lambda: 0.0, {}).timeit(10)
+    assert len(used) == 7  # a custom clock: the Python loop reads it

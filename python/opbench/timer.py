@@ -4,7 +4,7 @@ A drop-in for ``torch.utils.benchmark.Timer``: same constructor, same
 ``timeit`` / ``blocked_autorange`` / ``adaptive_autorange`` algorithms (block
 size search, warm-up, stopping rules), so the same underlying timer gives the
 same ``number_per_run``, times and text as torch. Beyond torch: callables as
-``stmt`` (timed by a native loop), working ``repeat`` / ``autorange``,
+``stmt`` (timed by the cheapest loop for their kind), working ``repeat`` / ``autorange``,
 overhead calibration, device-time measurement and ``collect_callgrind``
 without torch.
 """
@@ -77,7 +77,8 @@ class Timer:
 
     Args:
         stmt: code to time: a string of Python (or C++ with ``language="c++"``),
-            or a zero-argument callable (timed by a native loop).
+            or a zero-argument callable (C callables run in a native loop,
+            Python functions in an unrolled one: see opbench._loop).
         setup: code run before timing, defining what ``stmt`` uses (a string,
             or a zero-argument callable). Runs before every block, as in torch.
         global_setup: C++ only: top-level code such as ``#include`` lines.
@@ -323,17 +324,20 @@ class Timer:
     def calibrate_overhead(self, number: int = 100000) -> float:
         """Measures the harness's own cost per run, in seconds, and returns it.
 
-        For a callable: the native loop calling a C no-op (loop plus call
-        dispatch). For a string: the timing template running ``pass`` (one
-        loop iteration). Measurements taken afterwards carry the estimate in
-        ``Measurement.overhead``; their raw times stay as measured.
+        The same harness timing an empty statement of the same kind: for a
+        string, the template running ``pass`` (one loop iteration); for a
+        Python function, the unrolled loop calling a no-op Python function
+        (loop, call and frame); for a C callable, the native loop calling a
+        C no-op (loop and call dispatch). Measurements taken afterwards carry
+        the estimate in ``Measurement.overhead``; raw times stay as measured.
         """
         check_count("number", number)
         if self._language is not Language.PYTHON:
             raise ValueError("overhead calibration is for Python statements and callables")
-        probe = StatementLoop(
-            _C.noop if self._stmt_callable is not None else "pass", "pass", timer, {}
-        )
+        empty: str | Callable[[], Any] = "pass"
+        if self._stmt_callable is not None:
+            empty = _noop if _loop.is_python_code(self._stmt_callable) else _C.noop
+        probe = StatementLoop(empty, "pass", timer, {})
         probe.timeit(max(number // 100, 2))  # warm-up
         self._overhead = min(probe.timeit(number) for _ in range(5)) / number
         return self._overhead
@@ -484,6 +488,10 @@ class Timer:
             collect_baseline=collect_baseline,
             retain_out_file=retain_out_file,
         )
+
+
+def _noop() -> None:
+    """The empty Python function: the reference for a Python callable's harness cost."""
 
 
 def _median_f32(values: list[float]) -> float:
