@@ -7,6 +7,7 @@
 #include <Python.h>
 
 #include "bindings/registry.h"
+#include "detail/pycall.h"
 #include "opbench/clock.h"
 
 namespace py = pybind11;
@@ -19,22 +20,16 @@ namespace {
 // device finished what the loop queued.
 double time_call(py::handle fn, long long number, py::handle sync) {
   if (number < 0) throw py::value_error("number must be >= 0, got " + std::to_string(number));
-  if (!PyCallable_Check(fn.ptr())) throw py::type_error("stmt must be callable");
-  PyObject* callable = fn.ptr();
+  const opbench::detail::NoArgCall call(fn);  // resolves vectorcall once; checks callable
   const bool has_sync = !sync.is_none();
-  const vectorcallfunc call = PyVectorcall_Function(callable);
 
   auto run_sync = [&] {
     if (has_sync) sync();
   };
   run_sync();
   const std::int64_t start = opbench::now_ns();
-  for (long long i = 0; i < number; ++i) {
-    PyObject* result = call ? call(callable, nullptr, 0, nullptr) : PyObject_CallNoArgs(callable);
-    // The exception propagates with the callable's own traceback.
-    if (result == nullptr) throw py::error_already_set();
-    Py_DECREF(result);
-  }
+  // An exception propagates with the callable's own traceback.
+  for (long long i = 0; i < number; ++i) call();
   run_sync();
   const std::int64_t stop = opbench::now_ns();
   return static_cast<double>(stop - start) * 1e-9;
