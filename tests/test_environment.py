@@ -76,3 +76,13 @@ def test_debug_build_warning(monkeypatch, tmp_path):
 def test_too_few_samples_message_names_the_minimum():
     with pytest.warns(environment.BenchmarkWarning, match=r"\(3\) for a 99%.*at least 8"):
         environment.warn_too_few_samples(3, 0.99)
+
+
+def test_governors_are_read_once_per_process(monkeypatch, tmp_path):
+    fake_governors(monkeypatch, tmp_path, ["performance"])
+    reads = []
+    real = environment.governors
+    monkeypatch.setattr(environment, "governors", lambda: reads.append(1) or real())
+    for _ in range(3):
+        environment.check_machine()
+    assert reads == [1]  # a sweep of measurements reads sysfs once, not per measurement
