@@ -71,9 +71,10 @@ def _indent(src: str, spaces: int) -> str:
     return "\n".join(" " * spaces + line for line in src.split("\n"))
 
 
-def check_syntax(src: str, what: str) -> None:
-    """Compiles ``src`` alone so a SyntaxError names ``what`` and points at its own line."""
-    compile(src, f"<{what}>", "exec")
+def check_syntax(src: str, what: str) -> types.CodeType:
+    """Compiles ``src`` alone so a SyntaxError names ``what`` and points at its own
+    line; returns the code object."""
+    return compile(src, f"<{what}>", "exec")
 
 
 def accelerator_sync() -> Callable[[], None] | None:

@@ -56,12 +56,12 @@ def _names_used(code: Any) -> set[str]:
     return names
 
 
-def _provide_torch(globals_: dict[str, Any], *sources: str) -> None:
+def _provide_torch(globals_: dict[str, Any], codes: list[Any]) -> None:
     """Makes ``torch`` available to code that uses it without importing it, as torch's
     Timer does, but imports torch only when the code actually names it."""
     if "torch" in globals_:
         return
-    if not any("torch" in _names_used(compile(s, "<stmt>", "exec")) for s in sources if s):
+    if not any("torch" in _names_used(code) for code in codes):
         return
     try:
         import torch
@@ -163,14 +163,14 @@ class Timer:
                     f"global_setup is C++ only, got `{global_setup}`. Most likely this code "
                     "can simply be moved to `setup`."
                 )
-            if not callable(stmt):
-                _loop.check_syntax(stmt_text, "stmt")
-            if not callable(setup):
-                _loop.check_syntax(setup_text, "setup")
-            _provide_torch(
-                self._globals, "" if callable(stmt) else stmt_text,
-                "" if callable(setup) else setup_text,
-            )
+            # Compiled here too, not only by the runner: a swapped-in _timer_cls
+            # (a mock) must not let a syntax error through.
+            codes = [
+                _loop.check_syntax(text, what)
+                for code, text, what in ((stmt, stmt_text, "stmt"), (setup, setup_text, "setup"))
+                if not callable(code)
+            ]
+            _provide_torch(self._globals, codes)
         elif language in (Language.CPP, "cpp", "c++"):
             if callable(stmt) or callable(setup):
                 raise TypeError("C++ timers take stmt and setup as strings of C++ code")
