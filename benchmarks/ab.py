@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few seconds in all")
     args = parser.parse_args()
     min_time, max_time = (0.1, 0.6) if args.quick else (0.5, 10.0)
-    warnings.simplefilter("ignore", opbench.environment.BenchmarkWarning)
+    warnings.simplefilter("ignore", opbench.BenchmarkWarning)
     torch.set_num_threads(1)
     data = {"x": torch.ones(4096), "y": torch.empty(4096)}
     cases = [("identical", LOOP.format(k=10), LOOP.format(k=10), "same"),

@@ -16,7 +16,7 @@ What to expect on CPython 3.11: about 0.8 for a Python no-op and 0.7 for a C
 callable. A Python function is called from an unrolled Python loop (a call
 made by the interpreter's own loop does not re-enter the interpreter, and
 unrolling removes most of the ``for`` loop's cost); a C callable from the
-native loop (no interpreter at all). See ``opbench._loop``.
+native loop (no interpreter at all). See ``opbench.engines.python``.
 
 Usage: python benchmarks/overhead.py [--quick] [--strict]
 """

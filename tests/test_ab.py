@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from opbench import environment
+from opbench import environment, errors
 from opbench.ab import ABResult, compare_ab, verdict
 from opbench.timer import Timer
 
@@ -38,7 +38,7 @@ def drifting_mock(seed, noise=0.05, drift=0.0):
 
 @pytest.fixture(autouse=True)
 def quiet(monkeypatch):
-    monkeypatch.setattr(environment, "_warned", {"governor", "debug-build"})
+    monkeypatch.setattr(errors, "_shown", {"governor", "debug-build"})
 
 
 def run_ab(monkeypatch, mock, stmt_a="f()", stmt_b="f()", **kwargs):

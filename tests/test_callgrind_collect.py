@@ -124,7 +124,7 @@ def test_unpicklable_global_is_named():
 def test_child_failure_quotes_its_stderr():
     setup = ("from opbench._C import callgrind as c\n"
              "if c.running_on_valgrind(): raise RuntimeError('boom in the child')")
-    with pytest.raises(RuntimeError, match="(?s)child process failed.*boom in the child"):
+    with pytest.raises(OSError, match="(?s)child process failed.*boom in the child"):
         opbench.Timer("pass", setup=setup).collect_callgrind(number=1)
 
 

@@ -8,12 +8,12 @@ import warnings
 
 import pytest
 
-from opbench import environment
+from opbench import environment, errors
 
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
-    monkeypatch.setattr(environment, "_warned", set())
+    monkeypatch.setattr(errors, "_shown", set())
 
 
 def test_collect_is_json_able_and_complete():
@@ -52,7 +52,7 @@ def fake_governors(monkeypatch, tmp_path, names):
 def test_governor_warning_fires_once(monkeypatch, tmp_path):
     fake_governors(monkeypatch, tmp_path, ["performance", "powersave"])
     assert environment.collect()["governor"] == "performance/powersave"
-    with pytest.warns(environment.BenchmarkWarning, match="governor is powersave"):
+    with pytest.warns(errors.BenchmarkWarning, match="governor is powersave"):
         environment.check_machine()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -69,12 +69,12 @@ def test_performance_governor_is_quiet(monkeypatch, tmp_path):
 def test_debug_build_warning(monkeypatch, tmp_path):
     fake_governors(monkeypatch, tmp_path, [])
     monkeypatch.setattr(sys, "gettotalrefcount", lambda: 0, raising=False)
-    with pytest.warns(environment.BenchmarkWarning, match=r"debug build \(Python"):
+    with pytest.warns(errors.BenchmarkWarning, match=r"debug build \(Python"):
         environment.check_machine()
 
 
 def test_too_few_samples_message_names_the_minimum():
-    with pytest.warns(environment.BenchmarkWarning, match=r"\(3\) for a 99%.*at least 8"):
+    with pytest.warns(errors.BenchmarkWarning, match=r"\(3\) for a 99%.*at least 8"):
         environment.warn_too_few_samples(3, 0.99)
 
 

@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from conftest import strip_object_line
-from opbench import environment, results
+from opbench import environment, errors, results
 from opbench.measurement import Measurement, TaskSpec
 from opbench.results import ResultsFileError, load, save
 
@@ -59,7 +59,7 @@ def test_unjsonable_metadata_is_left_out_with_a_warning(tmp_path):
     m = Measurement(1, [1.0], TaskSpec("f()", "pass"),
                     metadata={"ok": 1, "obj": object(), 3: "int key", "t": (1, 2)},
                     info={"fine": "yes", "nan": float("nan")})
-    with pytest.warns(environment.BenchmarkWarning, match="not JSON-able"):
+    with pytest.warns(errors.BenchmarkWarning, match="not JSON-able"):
         save([m], tmp_path / "r.json", environment=ENV)
     (loaded,) = load(tmp_path / "r.json")
     assert loaded.metadata == {"ok": 1} and loaded.info == {"fine": "yes"}

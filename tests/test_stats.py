@@ -11,13 +11,13 @@ from math import comb
 
 import pytest
 
-from opbench import environment, stats
+from opbench import environment, errors, stats
 from opbench.measurement import Measurement, TaskSpec
 
 
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch):
-    monkeypatch.setattr(environment, "_warned", set())
+    monkeypatch.setattr(errors, "_shown", set())
 
 
 def measurement(times, number=1):
@@ -69,7 +69,7 @@ def test_interval_is_per_run_and_deterministic():
 
 def test_too_few_samples_returns_none_and_warns_once():
     m = measurement([1.0, 2.0, 3.0, 4.0, 5.0])
-    with pytest.warns(environment.BenchmarkWarning, match="too few samples .* at least 6"):
+    with pytest.warns(errors.BenchmarkWarning, match="too few samples .* at least 6"):
         assert stats.median_ci(m) is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from conftest import MockTimer
-from opbench import environment, stats
+from opbench import environment, errors, stats
 from opbench.stopping import converge
 from opbench.timer import Timer
 
@@ -44,7 +44,7 @@ class CountingMockTimer(MockTimer):
 
 @pytest.fixture(autouse=True)
 def quiet(monkeypatch):
-    monkeypatch.setattr(environment, "_warned", {"governor", "debug-build"})
+    monkeypatch.setattr(errors, "_shown", {"governor", "debug-build"})
 
 
 def run_converge(monkeypatch, mock, **kwargs):
@@ -119,7 +119,7 @@ def test_min_samples_and_callback(monkeypatch):
 
 def test_tiny_runs_warn_too_few_samples(monkeypatch):
     monkeypatch.setattr(Timer, "_timer_cls", noisy_mock(0.01))
-    with pytest.warns(environment.BenchmarkWarning, match="too few samples"):
+    with pytest.warns(errors.BenchmarkWarning, match="too few samples"):
         m = converge(Timer("f()"), min_samples=2, min_run_time=1e-3, max_run_time=1e-3)
     assert m.info["relative_ci"] is None and not m.info["converged"]
 

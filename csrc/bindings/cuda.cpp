@@ -247,13 +247,13 @@ class Context {
         }
         hold_ = false;
         // The run's windows are invalid (they include the stall); repeat it unheld.
-        if (PyErr_WarnEx(PyExc_RuntimeWarning,
-                         "opbench.cuda: the statement waited for the GPU while its launches were held "
-                         "back (it synchronizes, e.g. .item(), .cpu() or torch.cuda.synchronize(), or "
-                         "queues more work than the launch queue holds); timing continues without the "
-                         "hold, so launch gaps between calls count as device time",
-                         1) != 0)
-          throw py::error_already_set();
+        // Through opbench.errors.warn, so the warning is also kept on the Measurement.
+        py::module_ errors = py::module_::import("opbench.errors");
+        errors.attr("warn")(errors.attr("LaunchHoldWarning"),
+                            "opbench.cuda: the statement waited for the GPU while its launches were held "
+                            "back (it synchronizes, e.g. .item(), .cpu() or torch.cuda.synchronize(), or "
+                            "queues more work than the launch queue holds); timing continues without the "
+                            "hold, so launch gaps between calls count as device time");
       }
     }
   }
@@ -503,12 +503,10 @@ PyObject* cuda_error_type = nullptr;
 }  // namespace
 
 OPBENCH_BINDINGS(cuda) {
-  cuda_error_type = PyErr_NewExceptionWithDoc(
-      "opbench._C.CudaError",
-      "A CUDA driver call failed, or the driver is missing. `.code` is the CUresult (-1 when "
-      "the driver library could not be loaded) and `.function` the failing call.",
-      PyExc_RuntimeError, nullptr);
-  if (cuda_error_type == nullptr) throw py::error_already_set();
+  // The Python class (opbench.errors.CudaError: an opbench.Error and a
+  // RuntimeError), so one `except opbench.Error` covers driver failures too.
+  py::object cuda_error = py::module_::import("opbench.errors").attr("CudaError");
+  cuda_error_type = cuda_error.release().ptr();  // kept for the module's lifetime
   m.add_object("CudaError", py::reinterpret_borrow<py::object>(cuda_error_type));
   py::register_exception_translator([](std::exception_ptr p) {
     try {

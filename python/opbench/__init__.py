@@ -16,11 +16,31 @@ from typing import Any
 
 from opbench import cuda
 from opbench._threads import set_torch_threads
+from opbench._version import __version__
 from opbench.ab import ABResult, compare_ab
 from opbench.callgrind import CallgrindStats, CopyIfCallgrind, FunctionCount, FunctionCounts
 from opbench.compare import Colorize, Compare
 from opbench.cpp import include_dir
-from opbench.environment import BenchmarkWarning
+from opbench.errors import (
+    BenchmarkWarning,
+    CallgrindError,
+    CallgrindUnavailableError,
+    CompileError,
+    CompilerNotFoundError,
+    CudaError,
+    ElisionWarning,
+    Error,
+    FuzzerSpecError,
+    LaunchHoldWarning,
+    MachineWarning,
+    ResolutionWarning,
+    ResultsFileError,
+    ResultsFileWarning,
+    SampleSizeWarning,
+    SerializationError,
+    ThrottleWarning,
+    UsageError,
+)
 from opbench.measurement import (
     Measurement,
     TaskSpec,
@@ -30,10 +50,12 @@ from opbench.measurement import (
     unit_to_english,
 )
 from opbench.progress import Progress, run_all
-from opbench.results import ResultsFileError, load, save
-from opbench.timer import Language, Timer, timer
+from opbench.results import load, save
+from opbench.timer import Language, Timer, default_timer
 
-__version__ = "0.1.0"
+# `opbench.timer` is the module opbench/timer.py, callable as torch's clock
+# function `torch.utils.benchmark.timer` is (see timer._CallableModule).
+from opbench import timer  # noqa: E402  isort: skip
 
 # Names imported on first use, so `import opbench` stays fast and torch-free:
 # public name -> (module, attribute).
@@ -43,27 +65,44 @@ _LAZY = {
     "FuzzedTensor": ("opbench.fuzzer", "FuzzedTensor"),
     "ParameterAlias": ("opbench.fuzzer", "ParameterAlias"),
     "FuzzedSparseTensor": ("opbench.sparse_fuzzer", "FuzzedSparseTensor"),
-    "CppCompileError": ("opbench.cpp.build", "CompileError"),
-    "CompilerNotFoundError": ("opbench.cpp.build", "CompilerNotFoundError"),
+    # The name opbench 0.1 gave CompileError.
+    "CppCompileError": ("opbench.errors", "CompileError"),
 }
 
 __all__ = [
     "ABResult",
     "BenchmarkWarning",
+    "CallgrindError",
     "CallgrindStats",
+    "CallgrindUnavailableError",
     "Colorize",
     "Compare",
+    "CompileError",
+    "CompilerNotFoundError",
     "CopyIfCallgrind",
+    "CudaError",
+    "ElisionWarning",
+    "Error",
     "FunctionCount",
     "FunctionCounts",
+    "FuzzerSpecError",
     "Language",
+    "LaunchHoldWarning",
+    "MachineWarning",
     "Measurement",
     "Progress",
+    "ResolutionWarning",
     "ResultsFileError",
+    "ResultsFileWarning",
+    "SampleSizeWarning",
+    "SerializationError",
     "TaskSpec",
+    "ThrottleWarning",
     "Timer",
+    "UsageError",
     "compare_ab",
     "cuda",
+    "default_timer",
     "include_dir",
     "load",
     "ordered_unique",

@@ -36,7 +36,6 @@ from typing import Any
 
 from opbench import _numerics, environment
 from opbench._checks import check_run_times
-from opbench._threads import set_torch_threads
 from opbench.measurement import Measurement
 from opbench.stats import DEFAULT_CONFIDENCE, _check_confidence, _median_ci_sorted
 
@@ -131,8 +130,7 @@ def compare_ab(
 
     # One block size for both, large enough for either: equal work per block is
     # what makes the pairs comparable. Estimating also warms both up.
-    number = max(timer_a._estimate_block_size(min_run_time),
-                 timer_b._estimate_block_size(min_run_time))
+    number = max(timer_a.block_size(min_run_time), timer_b.block_size(min_run_time))
     times: dict[int, list[float]] = {0: [], 1: []}
     timers = (timer_a, timer_b)
     log_ratios: list[float] = []
@@ -143,8 +141,7 @@ def compare_ab(
     while True:
         order = (0, 1) if len(log_ratios) % 2 == 0 else (1, 0)  # ABBA
         for side in order:
-            with set_torch_threads(timers[side]._task_spec.num_threads):
-                t = timers[side]._timeit(number)
+            t = timers[side].run(number)
             times[side].append(t)
             total += t
         bisect.insort(log_ratios, math.log(times[1][-1] / times[0][-1]))
@@ -163,7 +160,7 @@ def compare_ab(
         ci = (-math.inf, math.inf)
     measurements = []
     for side, role in ((0, "A"), (1, "B")):
-        m = timers[side]._measurement(number, times[side])
+        m = timers[side].measurement(number, times[side])
         m.info["ab_role"] = role
         measurements.append(m)
     return ABResult(

@@ -35,11 +35,11 @@ Example (on a machine with an NVIDIA GPU):
 from __future__ import annotations
 
 import sys
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 from opbench import _C
+from opbench.errors import ThrottleWarning, warn
 
 __all__ = ["CudaError", "DeviceTimer", "Event", "MODES", "CACHES"]
 
@@ -267,11 +267,12 @@ class DeviceTimer:
             return
         self._warned_throttle = True
         (sm0, mem0), (sm1, mem1) = self._clocks_start, self._clocks_end  # type: ignore[misc]
-        warnings.warn(
+        warn(
+            ThrottleWarning,
             f"GPU clocks dropped during the measurement (SM {sm0} -> {sm1} MHz, memory "
             f"{mem0} -> {mem1} MHz): the device is throttling (power or thermal limit), so "
             "later blocks ran slower; lock clocks (nvidia-smi -lgc) or cool down and rerun",
-            RuntimeWarning, stacklevel=3)
+            stacklevel=3)
 
     # -- reporting --------------------------------------------------------------
 

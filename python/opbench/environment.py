@@ -4,11 +4,11 @@
 Python, opbench, torch, CUDA, threads, host) cheaply: it never imports torch,
 it only reports on a torch that this process already imported.
 
-The warnings use their own category, ``BenchmarkWarning``, and fire once per
-process per cause: a frequency-scaling governor other than ``performance``, a
-debug build of the code being timed, too few samples for the requested
-confidence. Silence them all with
-``warnings.simplefilter("ignore", opbench.BenchmarkWarning)``.
+``check_machine()`` warns (``MachineWarning``, shown once per process per
+cause, recorded on every result measured meanwhile; see ``opbench.errors``)
+about a frequency-scaling governor other than ``performance`` and about
+debug builds of the code being timed; ``warn_too_few_samples`` warns
+(``SampleSizeWarning``) when no confidence interval can be formed.
 
 Example:
     >>> from opbench import environment
@@ -24,33 +24,15 @@ import os
 import platform
 import socket
 import sys
-import warnings
 from typing import Any
 
-__all__ = ["BenchmarkWarning", "collect", "check_machine", "warn_once", "warn_too_few_samples"]
+from opbench import _C
+from opbench._version import __version__
+from opbench.errors import MachineWarning, SampleSizeWarning, WarningRecord, warn
+
+__all__ = ["collect", "check_machine", "warn_too_few_samples"]
 
 _GOVERNOR_GLOB = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor"
-
-
-class BenchmarkWarning(UserWarning):
-    """A condition that makes timings unreliable (see ``opbench.environment``)."""
-
-
-# Causes already warned about in this process: one warning per cause, or a
-# benchmark loop would bury the output in copies of it.
-_warned: set[str] = set()
-
-
-def warn_once(key: str, message: str, stacklevel: int = 3) -> bool:
-    """Issues ``message`` as a BenchmarkWarning unless ``key`` was warned about before.
-
-    Returns True when it warned.
-    """
-    if key in _warned:
-        return False
-    _warned.add(key)
-    warnings.warn(message, BenchmarkWarning, stacklevel=stacklevel)
-    return True
 
 
 def _read(path: str) -> str | None:
@@ -111,8 +93,6 @@ def collect() -> dict[str, Any]:
     num_threads (torch's pool; None without torch), clock_read_cost_ns and
     clock_resolution_ns (the timing clock, measured once per process).
     """
-    import opbench  # late: environment is imported while opbench initialises
-
     counts = governors()
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     env: dict[str, Any] = {
@@ -125,9 +105,9 @@ def collect() -> dict[str, Any]:
         "governor": "/".join(sorted(counts)) if counts else None,
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
-        "opbench": getattr(opbench, "__version__", None),
+        "opbench": __version__,
     }
-    clock = opbench._C.clock_info()
+    clock = _C.clock_info()
     env["clock_read_cost_ns"] = clock["read_cost_ns"]
     env["clock_resolution_ns"] = clock["resolution_ns"]
     env.update({"torch_debug": None, "cuda": None, "device": None, "num_threads": None})
@@ -154,44 +134,46 @@ def _debug_builds() -> list[str]:
 # Every Timer measurement calls check_machine. The governor is a fact of the
 # machine, so its sysfs files (one per CPU) are read once per process, not on
 # every measurement of a sweep; keyed by where they are read from.
-_governors_checked: set[str] = set()
+_slow_governors: dict[str, list[str]] = {}
 
 
 def check_machine() -> None:
-    """Warns (once per process each) about a governor other than ``performance``
-    and about debug builds of the code being timed."""
-    if _GOVERNOR_GLOB not in _governors_checked:
-        _governors_checked.add(_GOVERNOR_GLOB)
-        _check_governors()
-    debug = _debug_builds()
-    if debug:
-        warn_once(
-            "debug-build",
-            f"timing a debug build ({', '.join(debug)}): unoptimised code runs at a "
-            "different speed and in different proportions; measure a release build.",
-        )
-
-
-def _check_governors() -> None:
-    others = sorted(g for g in governors() if g != "performance")
+    """Warns about a governor other than ``performance`` and about debug builds of the
+    code being timed: shown once per process each, recorded every time (each
+    Measurement taken meanwhile carries the warning)."""
+    others = _slow_governors.get(_GOVERNOR_GLOB)
+    if others is None:
+        others = _slow_governors[_GOVERNOR_GLOB] = sorted(
+            g for g in governors() if g != "performance")
     if others:
-        warn_once(
-            "governor",
+        warn(
+            MachineWarning,
             f"CPU frequency scaling governor is {'/'.join(others)}, not 'performance': "
             "clock speed changes under load and skews timings. Fix: "
             "`sudo cpupower frequency-set -g performance` (or write 'performance' to "
             "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor).",
+            once="governor",
+        )
+    debug = _debug_builds()
+    if debug:
+        warn(
+            MachineWarning,
+            f"timing a debug build ({', '.join(debug)}): unoptimised code runs at a "
+            "different speed and in different proportions; measure a release build.",
+            once="debug-build",
         )
 
 
-def warn_too_few_samples(n: int, confidence: float) -> None:
-    """Warns (once per process) that ``n`` samples cannot bound a median at ``confidence``."""
+def warn_too_few_samples(n: int, confidence: float) -> WarningRecord:
+    """Warns (shown once per process) that ``n`` samples cannot bound a median at
+    ``confidence``; returns the warning's record."""
     # The widest order-statistic interval, min to max, covers the median with
     # probability 1 - 2 * 0.5**n: the smallest n where that reaches `confidence`.
     needed = math.ceil(math.log2(2 / (1 - confidence))) if confidence < 1 else math.inf
-    warn_once(
-        "too-few-samples",
+    return warn(
+        SampleSizeWarning,
         f"too few samples ({n}) for a {confidence:.0%} confidence interval of the median: "
         f"it needs at least {needed}. Measure longer, e.g. "
         "Timer.blocked_autorange(min_run_time=...) or a noise-targeted run (converge).",
+        once="too-few-samples",
     )

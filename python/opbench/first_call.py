@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from opbench._threads import set_torch_threads
-
 __all__ = ["measure_first_call", "INFO_KEY"]
 
 # Where Timer(record_first_call=True) stores the figure in Measurement.info.
@@ -28,22 +26,20 @@ INFO_KEY = "first_call_s"
 def measure_first_call(timer: Any) -> float:
     """Seconds taken by one call of ``timer``'s statement, setup excluded.
 
-    Uses the Timer's own runner (``_timeit(1)``: the native loop for a
+    Uses the Timer's own engine (``timer.run(1)``: the native loop for a
     callable, the timing template for a string, the device clock with
     ``device_timing``), so the figure is comparable with the Timer's
-    steady-state times, in the Timer's thread setting. For C++ statements the build (compile and link)
-    is done first and excluded: it is not part of any call.
+    steady-state times, in the Timer's thread setting. The engine's one-time
+    work (compiling a C++ statement) is done first and excluded: it is not
+    part of any call.
 
     Raises:
         TypeError: ``timer`` is not an opbench Timer.
     """
-    if not hasattr(timer, "_timeit") or not hasattr(timer, "_timer"):
+    if not hasattr(timer, "engine") or not hasattr(timer, "run"):
         raise TypeError(f"measure_first_call needs an opbench.Timer, got {type(timer).__name__}")
     # A C++ statement is built lazily by its first timeit; build it now.
-    build = getattr(timer._timer, "compile", None)
-    if callable(build):
-        build()
-    # In the Timer's thread setting: torch.compile guards on the thread count,
-    # so a first call under another setting would compile a second time.
-    with set_torch_threads(timer._task_spec.num_threads):
-        return float(timer._timeit(1))
+    timer.engine.prepare()
+    # In the Timer's thread setting (run applies it): torch.compile guards on the
+    # thread count, so a first call under another setting would compile again.
+    return float(timer.run(1))

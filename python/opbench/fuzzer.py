@@ -33,6 +33,8 @@ import bisect
 import functools
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, Union
 
+from opbench.errors import FuzzerSpecError
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy
     import torch as _torch_t
@@ -57,14 +59,6 @@ def _require() -> None:
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
     np, torch = numpy_mod, torch_mod
-
-
-class _SpecError(ValueError, AssertionError):
-    """A malformed fuzzer specification.
-
-    Also an ``AssertionError`` because that is what torch raises for the same mistakes, so
-    ``except AssertionError`` written against torch keeps working.
-    """
 
 
 # torch retries a step this many times before giving up; the number is part of parity because
@@ -139,29 +133,29 @@ class FuzzedParameter:
         # *does* sum to one); this is the intended check.
         if isinstance(distribution, dict):
             if any(p < 0 for p in distribution.values()):
-                raise _SpecError(f"{self._name}: probabilities cannot be negative")
+                raise FuzzerSpecError(f"{self._name}: probabilities cannot be negative")
             total = sum(distribution.values())
             if abs(total - 1) > 1e-5:
-                raise _SpecError(
+                raise FuzzerSpecError(
                     f"{self._name}: distribution is not normalized (probabilities sum to "
                     f"{total}, they must sum to 1)")
             for bound in ("minval", "maxval"):
                 if getattr(self, f"_{bound}") is not None:
-                    raise _SpecError(
+                    raise FuzzerSpecError(
                         f"{self._name}: when passing a custom distribution, '{bound}' must be None")
             return distribution
         if distribution not in _DISTRIBUTIONS:
-            raise _SpecError(
+            raise FuzzerSpecError(
                 f"Unknown distribution: {distribution!r} (parameter {self._name!r}); use "
                 "'uniform', 'loguniform' or a dict mapping values to probabilities")
         # torch only fails on these when sampling, with an unrelated numpy error.
         if self._minval is None or self._maxval is None:
-            raise _SpecError(
+            raise FuzzerSpecError(
                 f"{self._name}: a {distribution} distribution needs both minval and maxval")
         if distribution == "loguniform" and self._minval <= 0:
-            raise _SpecError(f"{self._name}: loguniform needs minval > 0, got {self._minval}")
+            raise FuzzerSpecError(f"{self._name}: loguniform needs minval > 0, got {self._minval}")
         if self._is_integer_range() and self._minval > self._maxval:
-            raise _SpecError(
+            raise FuzzerSpecError(
                 f"{self._name}: minval ({self._minval}) is greater than maxval ({self._maxval})")
         return distribution
 
@@ -260,7 +254,7 @@ class FuzzedTensor:
     ) -> None:
         _require()
         if not 0 <= probability_contiguous <= 1:
-            raise _SpecError(
+            raise FuzzerSpecError(
                 f"{name}: probability_contiguous must be in [0, 1], got {probability_contiguous}")
         self._name = name
         self._size = tuple(size)
@@ -307,7 +301,7 @@ class FuzzedTensor:
         size, _, allocation_size = self._get_size_and_steps(params)
         numel = _prod(size)
         if numel < 0:
-            raise _SpecError(f"{self._name}: size {size} has a negative number of elements")
+            raise FuzzerSpecError(f"{self._name}: size {size} has a negative number of elements")
         if self._max_elements is not None and numel > self._max_elements:
             return False
         if self._min_elements is not None and numel < self._min_elements:

@@ -157,12 +157,8 @@ def profile(timer: Any, number: int = 1000, top: int = 20) -> ProfileReport:
     """
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise ValueError(f"number must be a positive int, got {number!r}")
-    as_callable = getattr(timer._timer, "as_callable", None)
-    if as_callable is None:
-        raise ValueError("profile needs a Python statement or callable; cProfile cannot see "
-                         f"into a {type(timer._timer).__name__} (C++ or device timing)")
-    with set_torch_threads(timer._task_spec.num_threads):
-        fn = as_callable()
+    with set_torch_threads(timer.task_spec.num_threads):
+        fn = timer.engine.as_callable()
         _drive(fn, max(number // 100, 2))
         profiler = cProfile.Profile()
         profiler.enable()

@@ -180,7 +180,7 @@ class Progress:
 
 
 def _title(timer: Any) -> str:
-    spec = getattr(timer, "_task_spec", None)
+    spec = getattr(timer, "task_spec", None)
     if spec is None:
         return type(timer).__name__
     parts = [spec.title.splitlines()[0]]

@@ -165,7 +165,7 @@ class BenchmarkFixture:
         if self._state.disabled:
             # The Timer's own statement runner: same setup, globals and torch
             # handling as a timed run, but a single call.
-            timer._timer.timeit(1)
+            timer.run(1)
             return None
         m = getattr(timer, method)(min_run_time=min_run_time, **(method_kwargs or {}))
         self._state.results.append(m)

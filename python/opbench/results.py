@@ -32,14 +32,14 @@ import dataclasses
 import json
 import math
 import os
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from opbench import environment as _environment
-from opbench._files import atomic_write_text
 from opbench import stats
+from opbench._files import atomic_write_text
+from opbench.errors import ResultsFileError, ResultsFileWarning, warn
 from opbench.measurement import Measurement, TaskSpec
 
 __all__ = ["FORMAT", "VERSION", "Results", "ResultsFileError", "save", "load"]
@@ -50,10 +50,6 @@ VERSION = 1
 _OPTIONAL_STR_SPEC_FIELDS = ("label", "sub_label", "description", "env")
 _MEASUREMENT_KEYS = {"number_per_run", "raw_times", "task_spec", "metadata", "overhead",
                      "clock", "info", "statistics", "omitted"}
-
-
-class ResultsFileError(ValueError):
-    """A results file that cannot be loaded: truncated, corrupt, foreign or too new."""
 
 
 class Results(list):  # type: ignore[type-arg]
@@ -106,10 +102,11 @@ def _measurement_to_dict(m: Measurement) -> dict[str, Any]:
             omitted[field] = dropped
     if omitted:
         entry["omitted"] = omitted
-        warnings.warn(
+        warn(
+            ResultsFileWarning,
             f"saving {m.title!r}: not JSON-able, left out of the file: {omitted}. "
             "Keep metadata to str keys and JSON values (or pickle the Measurement).",
-            _environment.BenchmarkWarning, stacklevel=4,
+            stacklevel=4,
         )
     entry["statistics"] = stats.summary(m).to_dict() if m.raw_times else None
     return entry
@@ -125,7 +122,7 @@ def save(
 
     ``environment`` defaults to ``opbench.environment.collect()``. Metadata or
     info entries that JSON cannot hold unchanged are left out, with a
-    BenchmarkWarning. Returns the path written.
+    ResultsFileWarning. Returns the path written.
 
     Raises:
         TypeError: an item that is not a Measurement.

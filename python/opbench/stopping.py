@@ -34,6 +34,7 @@ from typing import Any
 from opbench import environment
 from opbench._checks import check_run_times
 from opbench._threads import set_torch_threads
+from opbench.errors import attach
 from opbench.measurement import Measurement
 from opbench.stats import DEFAULT_CONFIDENCE, _check_confidence, _relative_half_width
 
@@ -86,16 +87,16 @@ def converge(
     check_run_times(min_run_time, max_run_time)
     environment.check_machine()
 
-    number = timer._estimate_block_size(min_run_time)
+    number = timer.block_size(min_run_time)
     times: list[float] = []
     ordered: list[float] = []
     history: list[float] = []  # relative CI after each block, once checks begin
     total = 0.0
     rel = math.inf
     reason = "max_run_time"
-    with set_torch_threads(timer._task_spec.num_threads):
+    with set_torch_threads(timer.task_spec.num_threads):
         while True:
-            t = timer._timeit(number)
+            t = timer.run(number)
             times.append(t)
             bisect.insort(ordered, t)
             total += t
@@ -114,9 +115,9 @@ def converge(
             if total >= max_run_time:
                 break
 
+    m = timer.measurement(number, times)
     if math.isinf(rel):
-        environment.warn_too_few_samples(len(times), confidence)
-    m = timer._measurement(number, times)
+        attach(m.info, environment.warn_too_few_samples(len(times), confidence))
     m.info.update({
         "converged": reason == "target",
         "stop_reason": reason,

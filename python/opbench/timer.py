@@ -4,26 +4,37 @@ A drop-in for ``torch.utils.benchmark.Timer``: same constructor, same
 ``timeit`` / ``blocked_autorange`` / ``adaptive_autorange`` algorithms (block
 size search, warm-up, stopping rules), so the same underlying timer gives the
 same ``number_per_run``, times and text as torch. Beyond torch: callables as
-``stmt`` (timed by the cheapest loop for their kind), working ``repeat`` / ``autorange``,
-overhead calibration, device-time measurement and ``collect_callgrind``
-without torch.
+``stmt`` (timed by the cheapest loop for their kind), working ``repeat`` /
+``autorange``, overhead calibration, device-time measurement and
+``collect_callgrind`` without torch.
+
+Timer owns the arguments, torch's algorithms and the Measurement; running the
+statement belongs to an engine (``opbench.engines``: Python, C++, CUDA).
+Other modules (``converge``, ``compare_ab``, first-call timing, profiles,
+progress bars, the pytest plugin) use a Timer through its sampling protocol
+(``task_spec``, ``engine``, ``block_size``, ``run``, ``measurement``) and
+nothing else.
 """
 from __future__ import annotations
 
 import enum
+import sys
 import textwrap
+import types
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from opbench import _C, _loop, environment, first_call
+from opbench import _C, environment, first_call
 from opbench._checks import check_count, check_positive
-from opbench._loop import StatementLoop, timer
 from opbench._numerics import f32
 from opbench._threads import set_torch_threads
 from opbench.callgrind.globals import CopyIfCallgrind
+from opbench.engines import Engine, as_engine
+from opbench.engines.python import PythonEngine, check_syntax, default_timer, is_python_code
+from opbench.errors import WarningRecord, recording
 from opbench.measurement import Measurement, TaskSpec
 
-__all__ = ["Timer", "timer", "Language"]
+__all__ = ["Timer", "Language", "default_timer"]
 
 # Largest block size torch will try: its C++ timers take an int32 count.
 _MAX_BLOCK_SIZE = 2147483647
@@ -67,7 +78,7 @@ def _provide_torch(globals_: dict[str, Any], codes: list[Any]) -> None:
         import torch
     except ImportError as e:
         raise ImportError(
-            "the statement uses `torch`, which is not installed: pip install torch==2.13.0"
+            "the statement uses `torch`, which is not installed: pip install torch"
         ) from e
     globals_["torch"] = torch
 
@@ -78,7 +89,7 @@ class Timer:
     Args:
         stmt: code to time: a string of Python (or C++ with ``language="c++"``),
             or a zero-argument callable (C callables run in a native loop,
-            Python functions in an unrolled one: see opbench._loop).
+            Python functions in an unrolled one: see opbench.engines.python).
         setup: code run before timing, defining what ``stmt`` uses (a string,
             or a zero-argument callable). Runs before every block, as in torch.
         global_setup: C++ only: top-level code such as ``#include`` lines.
@@ -106,7 +117,8 @@ class Timer:
         TypeError: ``stmt`` or ``setup`` is neither a string nor a callable.
         SyntaxError: ``stmt`` or ``setup`` does not parse (raised here, not
             when timing).
-        ValueError: bad ``language``, or ``global_setup`` for Python.
+        ValueError: bad ``language`` or ``num_threads``, or ``global_setup``
+            for Python.
 
     Example:
         >>> import opbench
@@ -117,14 +129,14 @@ class Timer:
 
     # The class that runs the statement (timeit.Timer's protocol). torch's own
     # tests swap it for a deterministic mock; so can yours.
-    _timer_cls: type = StatementLoop
+    _timer_cls: type = PythonEngine
 
     def __init__(
         self,
         stmt: str | Callable[[], Any] = "pass",
         setup: str | Callable[[], Any] = "pass",
         global_setup: str = "",
-        timer: Callable[[], float] = timer,
+        timer: Callable[[], float] = default_timer,
         globals: dict[str, Any] | None = None,
         label: str | None = None,
         sub_label: str | None = None,
@@ -138,24 +150,33 @@ class Timer:
         setup_per_block: bool = False,
         record_first_call: bool = False,
     ) -> None:
+        # As given, for `kwargs` (and pickling): Timer(**t.kwargs) is the same Timer.
+        self._kwargs: dict[str, Any] = {
+            "stmt": stmt, "setup": setup, "global_setup": global_setup, "timer": timer,
+            "globals": None if globals is None else dict(globals), "label": label,
+            "sub_label": sub_label, "description": description, "env": env,
+            "num_threads": num_threads, "language": language,
+            "device_timing": device_timing, "l2_cache": l2_cache,
+            "setup_per_block": setup_per_block, "record_first_call": record_first_call,
+        }
         for name, value in (("stmt", stmt), ("setup", setup)):
             if not isinstance(value, str) and not callable(value):
                 raise TypeError(
                     f"{name} must be a string of code or a zero-argument callable, "
                     f"got {type(value).__name__}"
                 )
-        if not isinstance(num_threads, int) or num_threads < 1:
-            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+        check_count("num_threads", num_threads)
+        if isinstance(timer, _CallableModule):  # `timer=opbench.timer`, as torch code writes it
+            timer = default_timer
 
         # A copy, so `exec` adding __builtins__ (or us adding torch) never
         # leaks into the caller's dict.
-        self._globals = dict(globals or {})
-        self._stmt_callable = stmt if callable(stmt) else None
-        self._setup_callable = setup if callable(setup) else None
+        globals_ = dict(globals or {})
         stmt_text = _describe_callable(stmt) if callable(stmt) else _normalize(stmt)
         setup_text = _describe_callable(setup) if callable(setup) else _normalize(setup)
 
-        timer_kwargs: dict[str, Any] = {}
+        engine_cls = self._timer_cls
+        engine_kwargs: dict[str, Any] = {}
         if language in (Language.PYTHON, "py", "python"):
             self._language = Language.PYTHON
             if global_setup:
@@ -163,44 +184,44 @@ class Timer:
                     f"global_setup is C++ only, got `{global_setup}`. Most likely this code "
                     "can simply be moved to `setup`."
                 )
-            # Compiled here too, not only by the runner: a swapped-in _timer_cls
+            # Compiled here too, not only by the engine: a swapped-in _timer_cls
             # (a mock) must not let a syntax error through.
             codes = [
-                _loop.check_syntax(text, what)
+                check_syntax(text, what)
                 for code, text, what in ((stmt, stmt_text, "stmt"), (setup, setup_text, "setup"))
                 if not callable(code)
             ]
-            _provide_torch(self._globals, codes)
+            _provide_torch(globals_, codes)
         elif language in (Language.CPP, "cpp", "c++"):
             if callable(stmt) or callable(setup):
                 raise TypeError("C++ timers take stmt and setup as strings of C++ code")
-            if self._timer_cls is not StatementLoop:
+            if self._timer_cls is not PythonEngine:
                 raise AssertionError("_timer_cls has already been swapped.")
-            from opbench.cpp.timer import CppTimer
+            from opbench.engines.cpp import CppEngine
 
-            self._timer_cls = CppTimer
+            engine_cls = CppEngine
             self._language = Language.CPP
             setup_text = "" if setup_text == "pass" else setup_text
-            timer_kwargs["global_setup"] = global_setup
-            timer_kwargs["setup_per_block"] = setup_per_block
+            engine_kwargs = {"global_setup": global_setup, "setup_per_block": setup_per_block}
         else:
             raise ValueError(f"Invalid language `{language}`.")
 
-        self._timer = self._timer_cls(
+        self._engine: Engine = as_engine(engine_cls(
             stmt=stmt if callable(stmt) else stmt_text,
             setup=setup if callable(setup) else setup_text,
             timer=timer,
-            globals=CopyIfCallgrind.unwrap_all(self._globals),
-            **timer_kwargs,
-        )
+            globals=CopyIfCallgrind.unwrap_all(globals_),
+            **engine_kwargs,
+        ))
+        if device_timing is not None:
+            from opbench.engines.cuda import DeviceEngine
+
+            self._engine = DeviceEngine(self._engine, device_timing, l2_cache)
         self._info: dict[str, Any] = {}
         self._record_first_call = record_first_call
-        self._device_timer: Any = None
-        # Per-call device modes log every call's time here while measuring.
-        self._per_call: list[float] | None = None
-        if device_timing is not None:
-            self._use_device_timer(device_timing, l2_cache)
         self._overhead: float | None = None
+        # Warnings about the measurement in progress (opbench.errors.recording).
+        self._warnings: list[WarningRecord] = []
         self._task_spec = TaskSpec(
             stmt=stmt_text,
             setup=setup_text,
@@ -212,65 +233,98 @@ class Timer:
             num_threads=num_threads,
         )
 
-    def _use_device_timer(self, mode: str, l2_cache: str) -> None:
-        if not isinstance(self._timer, StatementLoop):
-            raise ValueError("device_timing needs a Python statement or callable")
-        from opbench.cuda import DeviceTimer
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its arguments: what a worker process needs (and all it may
+        # trust: engines hold compiled code, loaded libraries, device handles).
+        return (_rebuild, (type(self), self._kwargs))
 
-        self._device_timer = DeviceTimer(self._timer.as_callable(), mode=mode, cache=l2_cache)
-        self._timer = self._device_timer
+    # -- the sampling protocol --------------------------------------------------
+    # What every part of opbench that runs a Timer uses (converge, compare_ab,
+    # first-call timing, profiles, progress bars, the pytest plugin), and what
+    # a custom stopping rule needs: start with block_size, time blocks with
+    # run, build the result with measurement.
 
-    def _per_call_mode(self) -> bool:
-        """Device modes that time each call alone (a true distribution, not block means)."""
-        dt = self._device_timer
-        return dt is not None and (dt.mode == "per_iteration" or dt.cache == "cold")
+    @property
+    def task_spec(self) -> TaskSpec:
+        """What is timed and how results are labelled."""
+        return self._task_spec
 
-    def _begin_measurement(self) -> None:
-        """Starts a measurement: the first-call time if asked for (before anything
-        warms up), fresh setup state for timers that keep it between blocks
-        (C++), and an empty per-call log for per-call device modes."""
-        # Once per process: a power-saving CPU governor or a debug build
-        # makes every figure that follows suspect.
-        environment.check_machine()
-        if self._record_first_call and first_call.INFO_KEY not in self._info:
-            self._info[first_call.INFO_KEY] = first_call.measure_first_call(self)
-        reset = getattr(self._timer, "reset", None)
-        if reset is not None:
-            reset()
-        self._per_call = [] if self._per_call_mode() else None
+    @property
+    def language(self) -> Language:
+        return self._language
 
-    def _clear_per_call(self) -> None:
-        if self._per_call is not None:
-            self._per_call.clear()
+    @property
+    def engine(self) -> Engine:
+        """The engine that runs the statement (``opbench.engines``)."""
+        return self._engine
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The arguments this Timer was built with: ``Timer(**t.kwargs)`` is the same Timer."""
+        return dict(self._kwargs)
+
+    def block_size(self, min_run_time: float) -> int:
+        """Starts a measurement and returns torch's block size for ``min_run_time``.
+
+        Starting a measurement checks the machine, times the first call when
+        asked to (``record_first_call``), and resets the engine; the block-size
+        search (grow tenfold until the clock's overhead is under 0.01% of a
+        block and a block takes ``min_run_time / 1000``) doubles as warm-up.
+        """
+        check_positive("min_run_time", min_run_time)
+        return self._estimate_block_size(min_run_time)
+
+    def run(self, number: int) -> float:
+        """Seconds for one block of ``number`` runs, in the Timer's thread setting.
+
+        Raises ValueError if ``number`` is not a positive int; whatever the
+        statement raises propagates with its own traceback.
+        """
+        check_count("number", number)
+        with set_torch_threads(self._task_spec.num_threads):
+            return self._timeit(number)
+
+    def measurement(self, number: int, times: list[float]) -> Measurement:
+        """The Measurement of blocks of ``number`` runs that took ``times`` seconds,
+        with the engine's facts and this measurement's warnings in ``info``."""
+        number_per_run, raw_times = self._engine.samples(number, list(times))
+        info = dict(self._info)
+        info.update(self._engine.info())
+        if number_per_run != number:  # the engine kept each call, not the blocks
+            info["block_size"] = number
+        if self._warnings:
+            info["warnings"] = list(self._warnings)
+        return Measurement(
+            number_per_run=number_per_run,
+            raw_times=raw_times,
+            task_spec=self._task_spec,
+            overhead=self._overhead,
+            clock=self._engine.clock,
+            info=info,
+        )
 
     # -- the measurement primitives ------------------------------------------
 
-    def _timeit(self, number: int) -> float:
-        # Even a C++ clock read takes tens of ns, so no real block takes under
-        # 1 ns; the floor also keeps later divisions finite.
-        elapsed = max(self._timer.timeit(number), 1e-9)
-        if self._per_call is not None:
-            self._per_call.extend(self._device_timer.last_per_call_times)
-        return elapsed
+    def _begin_measurement(self) -> None:
+        """Starts a measurement: machine checks, the first-call time if asked for
+        (before anything warms up), fresh engine state."""
+        self._warnings = []
+        with recording(self._warnings):
+            environment.check_machine()
+            if self._record_first_call and first_call.INFO_KEY not in self._info:
+                self._info[first_call.INFO_KEY] = first_call.measure_first_call(self)
+            self._engine.reset()
 
-    def _measurement(self, number: int, times: list[float]) -> Measurement:
-        info = dict(self._info)
-        clock = None
-        if self._device_timer is not None:
-            info.update(self._device_timer.metadata())
-            clock = info.get("clock")
-            if self._per_call:
-                # Every call's own time, not block means: the true distribution.
-                info["block_size"] = number
-                number, times = 1, list(self._per_call)
-        return Measurement(
-            number_per_run=number,
-            raw_times=times,
-            task_spec=self._task_spec,
-            overhead=self._overhead,
-            clock=clock,
-            info=info,
-        )
+    def _timeit(self, number: int) -> float:
+        with recording(self._warnings):
+            # Even a C++ clock read takes tens of ns, so no real block takes under
+            # 1 ns; the floor also keeps later divisions finite.
+            return max(self._engine.timeit(number), 1e-9)
+
+    def _warm_up(self, number: int) -> None:
+        """One untimed block of ``number // 100`` runs (at least 2), as timeit does."""
+        self._timeit(number=max(int(number // 100), 2))
+        self._engine.discard_samples()  # warm-up calls are not samples
 
     def timeit(self, number: int = 1000000) -> Measurement:
         """Runs the statement ``number`` times (after a short warm-up) as one measurement.
@@ -281,9 +335,8 @@ class Timer:
         check_count("number", number)
         self._begin_measurement()
         with set_torch_threads(self._task_spec.num_threads):
-            self._timeit(number=max(int(number // 100), 2))  # warm-up
-            self._clear_per_call()  # warm-up calls are not samples
-            return self._measurement(number, [self._timeit(number=number)])
+            self._warm_up(number)
+            return self.measurement(number, [self._timeit(number=number)])
 
     def repeat(self, repeat: int = 5, number: int = 1000000) -> Measurement:
         """``repeat`` measurements of ``number`` runs each, after one warm-up block.
@@ -296,9 +349,8 @@ class Timer:
         check_count("repeat", repeat)
         self._begin_measurement()
         with set_torch_threads(self._task_spec.num_threads):
-            self._timeit(number=max(int(number // 100), 2))
-            self._clear_per_call()  # warm-up calls are not samples
-            return self._measurement(number, [self._timeit(number) for _ in range(repeat)])
+            self._warm_up(number)
+            return self.measurement(number, [self._timeit(number) for _ in range(repeat)])
 
     def autorange(
         self, callback: Callable[[int, float], Any] | None = None
@@ -318,7 +370,7 @@ class Timer:
                     if callback:
                         callback(number, time_taken)
                     if time_taken >= 0.2:
-                        return self._measurement(number, [time_taken])
+                        return self.measurement(number, [time_taken])
                 i *= 10
 
     def calibrate_overhead(self, number: int = 100000) -> float:
@@ -335,9 +387,10 @@ class Timer:
         if self._language is not Language.PYTHON:
             raise ValueError("overhead calibration is for Python statements and callables")
         empty: str | Callable[[], Any] = "pass"
-        if self._stmt_callable is not None:
-            empty = _noop if _loop.is_python_code(self._stmt_callable) else _C.noop
-        probe = StatementLoop(empty, "pass", timer, {})
+        stmt = self._kwargs["stmt"]
+        if callable(stmt):
+            empty = _noop if is_python_code(stmt) else _C.noop
+        probe = PythonEngine(empty, "pass", default_timer, {})
         probe.timeit(max(number // 100, 2))  # warm-up
         self._overhead = min(probe.timeit(number) for _ in range(5)) / number
         return self._overhead
@@ -356,7 +409,7 @@ class Timer:
         total_time = 0.0
         can_stop = False
         times: list[float] = []
-        self._clear_per_call()  # block-size search calls are not samples
+        self._engine.discard_samples()  # block-size search calls are not samples
         with set_torch_threads(self._task_spec.num_threads):
             while (total_time < min_run_time) or (not can_stop):
                 time_spent = time_hook()
@@ -396,11 +449,10 @@ class Timer:
         """Many blocks of one size, until their total time reaches ``min_run_time`` seconds.
 
         The block size is grown until the clock's overhead is negligible
-        against a block (see ``_estimate_block_size``). Raises ValueError for
+        against a block (see ``block_size``). Raises ValueError for
         ``min_run_time <= 0``.
         """
-        check_positive("min_run_time", min_run_time)
-        number = self._estimate_block_size(min_run_time)
+        number = self.block_size(min_run_time)
         times = self._threaded_measurement_loop(
             number,
             lambda: self._timeit(number),
@@ -408,7 +460,7 @@ class Timer:
             min_run_time=min_run_time,
             callback=callback,
         )
-        return self._measurement(number, times)
+        return self.measurement(number, times)
 
     def adaptive_autorange(
         self,
@@ -431,7 +483,7 @@ class Timer:
 
         def stop_hook(times: list[float]) -> bool:
             if len(times) > 3:
-                return self._measurement(number, times).meets_confidence(threshold=threshold)
+                return self.measurement(number, times).meets_confidence(threshold=threshold)
             return False
 
         times = self._threaded_measurement_loop(
@@ -442,7 +494,9 @@ class Timer:
             max_run_time,
             callback=callback,
         )
-        return self._measurement(number, times)
+        return self.measurement(number, times)
+
+    # -- beyond torch -----------------------------------------------------------
 
     def profile(self, number: int = 1000, top: int = 20) -> Any:
         """Runs the statement ``number`` times under cProfile; returns the top
@@ -490,6 +544,10 @@ class Timer:
         )
 
 
+def _rebuild(cls: type[Timer], kwargs: dict[str, Any]) -> Timer:
+    return cls(**kwargs)
+
+
 def _noop() -> None:
     """The empty Python function: the reference for a Python callable's harness cost."""
 
@@ -498,3 +556,20 @@ def _median_f32(values: list[float]) -> float:
     """``torch.tensor(values).median().item()``: float32 values, the lower middle one."""
     ordered = sorted(f32(v) for v in values)
     return ordered[(len(ordered) - 1) // 2]
+
+
+class _CallableModule(types.ModuleType):
+    """``opbench.timer`` is this module, and calling it reads the default clock.
+
+    torch exports its clock function as ``torch.utils.benchmark.timer``; code
+    written for torch calls ``benchmark.timer()`` or passes ``timer=benchmark.timer``.
+    opbench names the function ``default_timer`` (as ``timeit`` does), so that
+    ``import opbench.timer`` gives this module, and keeps that code working by
+    making the module callable.
+    """
+
+    def __call__(self) -> float:
+        return default_timer()
+
+
+sys.modules[__name__].__class__ = _CallableModule

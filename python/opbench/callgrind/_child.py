@@ -17,6 +17,7 @@ import types
 from typing import Any
 
 from opbench.callgrind.globals import CopyIfCallgrind
+from opbench.errors import SerializationError
 
 # Statements per unrolled block: a Python `for` costs instructions of its own,
 # so the loop runs 100 copies of the statement per iteration (as torch does,
@@ -67,7 +68,7 @@ def _dump(name: str, value: Any, path: str, how: str) -> None:
             with open(path, "wb") as f:
                 pickle.dump(value, f)
     except Exception as e:  # pickle raises several types; all mean the same here
-        raise ValueError(
+        raise SerializationError(
             f"collect_callgrind cannot copy {name} of type {type(value).__name__} into the "
             f"callgrind process: it does not serialize ({type(e).__name__}: {e}). Create it in "
             f"`setup` instead, or pass a picklable value."
@@ -236,7 +237,7 @@ from opbench._C import callgrind as __cg
 if not __cg.running_on_valgrind():
     sys.exit("opbench callgrind child: not running under valgrind")
 {torch_lines}
-from opbench.cpp.timer import _Library
+from opbench.engines.cpp import _Library
 
 __lib = _Library(Path({library!r}))
 __session = __lib.open()

@@ -23,6 +23,8 @@ from opbench.callgrind import _child
 from opbench.callgrind._parse import parse_callgrind_out
 from opbench.callgrind.function_counts import FunctionCount, FunctionCounts
 from opbench.callgrind.stats import CallgrindStats
+from opbench.engines.cpp import CppEngine
+from opbench.errors import CallgrindError, CallgrindUnavailableError
 
 __all__ = ["collect_callgrind", "callgrind_unavailable_reason"]
 
@@ -109,7 +111,7 @@ def _run(cmd: list[str], work: str, *, dumps_prefix: str, expected_dumps: int) -
             raise
     if rc != 0:
         how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
-        raise RuntimeError(
+        raise CallgrindError(
             f"collect_callgrind: the callgrind child process failed ({how}).\n"
             f"--- its stderr (last {_TAIL} characters) ---\n{_tail(stderr_path)}\n"
             f"--- valgrind log ---\n{_tail(os.path.join(work, 'valgrind.log'))}"
@@ -162,10 +164,10 @@ def _built_with_debug_symbols() -> bool:
 def _cpp_child_command(timer: Any, work: str, *, number: int, repeats: int) -> list[str]:
     """argv of the child for a C++ timer: Python driving the timer's cached library,
     which toggles collection around its own loop (see _child.cpp_script)."""
-    engine = timer._timer  # CppTimer; the parent compiles, so errors surface here
+    engine = timer.engine  # CppEngine; the parent compiles, so errors surface here
     library = engine.library_path()
     if not engine.callgrind_available():
-        raise OSError(
+        raise CallgrindUnavailableError(
             f"the compiled C++ statement ({library}) was built without valgrind's headers "
             "(valgrind/callgrind.h), so it cannot toggle callgrind's collection. Install the "
             "Debian package `valgrind` (it ships the headers) and delete the cached library.")
@@ -173,7 +175,7 @@ def _cpp_child_command(timer: Any, work: str, *, number: int, repeats: int) -> l
     with open(path, "w") as f:
         f.write(_child.cpp_script(library=str(library), number=number, repeats=repeats,
                                   import_torch=engine.needs_torch,
-                                  num_threads=timer._task_spec.num_threads))
+                                  num_threads=timer.task_spec.num_threads))
     return [sys.executable, path]
 
 
@@ -194,12 +196,10 @@ def collect_callgrind(
     """
     reason = callgrind_unavailable_reason()
     if reason is not None:
-        raise OSError(reason)
-    from opbench import Language  # the Timer's module; imported late to avoid a cycle
-
-    spec = timer._task_spec
+        raise CallgrindUnavailableError(reason)
+    spec = timer.task_spec
     n_repeats = 1 if repeats is None else repeats
-    is_python = timer._language == Language.PYTHON
+    is_python = not isinstance(timer.engine, CppEngine)
     collect_baseline = collect_baseline and is_python
 
     with tempfile.TemporaryDirectory(prefix="opbench_callgrind_") as work:
@@ -217,7 +217,7 @@ def collect_callgrind(
 
         files = _dump_files(out_prefix)
         if len(files) != expected:
-            raise RuntimeError(f"collect_callgrind: expected {expected} callgrind dumps, found "
+            raise CallgrindError(f"collect_callgrind: expected {expected} callgrind dumps, found "
                                f"{len(files)}.\n{_tail(os.path.join(work, 'valgrind.log'))}")
         results = [_read(path, retain_out_file) for path in files]
 
@@ -245,18 +245,18 @@ def collect_callgrind(
 
 def _write_python_child(timer: Any, work: str, *, number: int, repeats: int,
                         collect_baseline: bool) -> str:
-    spec = timer._task_spec
+    spec = timer.task_spec
+    args = timer.kwargs  # as given: globals keep their CopyIfCallgrind wrappers
     data = os.path.join(work, "data")
     os.mkdir(data)
-    load_code, needs_torch = _child.globals_loader(timer._globals, data)
+    load_code, needs_torch = _child.globals_loader(args["globals"] or {}, data)
     stmt, setup = spec.stmt, spec.setup
     loaders = [load_code]
-    if getattr(timer, "_stmt_callable", None) is not None:
-        loaders.append(_child.callable_loader(_child.STMT_FN, timer._stmt_callable, data, "stmt"))
+    if callable(args["stmt"]):
+        loaders.append(_child.callable_loader(_child.STMT_FN, args["stmt"], data, "stmt"))
         stmt = f"{_child.STMT_FN}()"
-    if getattr(timer, "_setup_callable", None) is not None:
-        loaders.append(
-            _child.callable_loader(_child.SETUP_FN, timer._setup_callable, data, "setup"))
+    if callable(args["setup"]):
+        loaders.append(_child.callable_loader(_child.SETUP_FN, args["setup"], data, "setup"))
         setup = f"{_child.SETUP_FN}()"
     import_torch = needs_torch or _child.mentions_torch(stmt, setup, spec.global_setup or "")
     text = _child.script(

@@ -11,6 +11,10 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from opbench.errors import UsageError
+
+__all__ = ["COMMANDS", "UsageError", "command_parser", "build_parser", "main"]
+
 # Command name -> module; modules import what they need only when run, so
 # `python -m opbench --help` stays fast and torch-free.
 COMMANDS = {
@@ -19,10 +23,6 @@ COMMANDS = {
     "compare": "opbench.cli.compare",
     "show": "opbench.cli.show",
 }
-
-
-class UsageError(Exception):
-    """Bad input from the command line: printed as `opbench <cmd>: error: ...`, exit 2."""
 
 
 def command_parser(

@@ -107,12 +107,14 @@ def _make_timer(args: argparse.Namespace) -> Timer:
 
 
 def _callgrind(args: argparse.Namespace, timer: Timer) -> int:
+    from opbench.errors import CallgrindError, CallgrindUnavailableError
+
     try:
         stats = timer.collect_callgrind(number=args.number or _CALLGRIND_NUMBER)
-    except OSError as e:  # valgrind (or its headers) unavailable: nothing to run
+    except CallgrindUnavailableError as e:  # valgrind (or its headers) missing: nothing to run
         print(f"python -m opbench timeit: error: {e}", file=sys.stderr)
         return 2
-    except RuntimeError as e:
+    except CallgrindError as e:
         print(f"python -m opbench timeit: error: callgrind failed: {e}", file=sys.stderr)
         return 1
     print(stats)

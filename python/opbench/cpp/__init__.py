@@ -10,7 +10,8 @@ works::
     True
 
 Importing this package is cheap: it imports neither torch nor a compiler
-driver. ``CppTimer`` and the error types load on first access.
+driver. ``CppTimer`` (the C++ engine, ``opbench.engines.cpp.CppEngine``) and
+the error types load on first access.
 """
 from __future__ import annotations
 
@@ -40,11 +41,11 @@ def include_dir() -> str:
 def __getattr__(name: str) -> Any:
     # Lazy, so `import opbench` stays free of subprocess/ctypes/hashlib work.
     if name == "CppTimer":
-        from opbench.cpp.timer import CppTimer
+        from opbench.engines.cpp import CppEngine
 
-        return CppTimer
+        return CppEngine
     if name in ("CompileError", "CompilerNotFoundError"):
-        from opbench.cpp import build
+        from opbench import errors
 
-        return getattr(build, name)
+        return getattr(errors, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

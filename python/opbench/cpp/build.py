@@ -23,21 +23,13 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from opbench.errors import CompileError, CompilerNotFoundError
+
 # Bump when the generated code's ABI with timer.py changes: old entries then
 # stop matching instead of being loaded with the wrong entry points.
 _FORMAT = "opbench-cpp-1"
 
 _SNIPPET_LINE = re.compile(r"^(?P<file>global_setup|setup|stmt):(?P<line>\d+)(?::\d+)?:")
-
-
-class CompilerNotFoundError(RuntimeError):
-    """No C++ compiler could be found (set $CXX or install g++ / clang++)."""
-
-
-class CompileError(RuntimeError):
-    """The compiler rejected the code. The message is the compiler's, with
-    locations given as ``stmt:LINE``, ``setup:LINE`` or ``global_setup:LINE``
-    in the user's own numbering."""
 
 
 def cache_dir() -> Path:

@@ -1,6 +1,6 @@
-"""How a statement runs `number` times between two clock reads.
+"""The Python engine: a Python string or callable run `number` times between two clock reads.
 
-``StatementLoop`` is opbench's default ``Timer._timer_cls``: the same protocol
+``PythonEngine`` is opbench's default ``Timer._timer_cls``: the same protocol
 as ``timeit.Timer`` (``__init__(stmt, setup, timer, globals)`` and
 ``timeit(number) -> seconds``), which is what torch's tests inject mocks
 through. Three paths, each the cheapest harness for its kind of statement:
@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from opbench import _C
+from opbench.engines import Engine
 
 # Not timeit's private template: our own, with the same shape, so the cost
 # per iteration is one FOR_ITER plus the statement.
@@ -94,7 +95,7 @@ def accelerator_sync() -> Callable[[], None] | None:
     return None
 
 
-def timer() -> float:
+def default_timer() -> float:
     """The default clock: synchronizes the accelerator (if torch uses one), then reads
     a monotonic clock. Seconds, as ``timeit.default_timer``."""
     sync = accelerator_sync()
@@ -103,7 +104,7 @@ def timer() -> float:
     return time.perf_counter()
 
 
-class StatementLoop:
+class PythonEngine(Engine):
     """Runs ``stmt`` (source or zero-argument callable) ``number`` times per ``timeit`` call."""
 
     def __init__(
@@ -159,7 +160,7 @@ class StatementLoop:
             return self._inner(itertools.repeat(None, number), self._timer)
         self._run_setup()
         fn = self._stmt_fn
-        if self._timer is timer and not is_python_code(fn):
+        if self._timer is default_timer and not is_python_code(fn):
             # The native loop: C clock reads, vectorcall, no Python loop.
             return _C.time_call(fn, number, accelerator_sync())
         blocks, rest = divmod(number, _UNROLL)

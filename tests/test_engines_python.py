@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from opbench import _C
-from opbench._loop import StatementLoop, timer
+from opbench.engines.python import PythonEngine, default_timer as timer
 
 
 def test_clock_is_monotonic_and_measured():
@@ -62,25 +62,25 @@ def test_noop_is_a_c_function():
 
 def test_statement_loop_template_and_callable_paths():
     ns = {"count": [0]}
-    loop = StatementLoop("count[0] += 1", "count[0] = 0", timer, ns)
+    loop = PythonEngine("count[0] += 1", "count[0] = 0", timer, ns)
     loop.timeit(7)
     assert ns["count"] == [7]  # setup resets before each timeit, like timeit.Timer
     f = loop.as_callable()  # runs setup once: the shared list is reset
     f()
     assert ns["count"] == [1]
     custom_clock = iter(range(100)).__next__
-    assert StatementLoop(lambda: None, "pass", lambda: float(custom_clock()), {}).timeit(3) == 1.0
+    assert PythonEngine(lambda: None, "pass", lambda: float(custom_clock()), {}).timeit(3) == 1.0
 
 
 def test_as_callable_keeps_state_between_calls():
-    f = StatementLoop("x += 1", "x = 0", timer, {}).as_callable()
+    f = PythonEngine("x += 1", "x = 0", timer, {}).as_callable()
     f()
     f()
     assert f.__globals__["x"] == 2
 
 
 def test_python_functions_use_the_unrolled_loop_and_c_callables_the_native_one(monkeypatch):
-    from opbench import _loop
+    from opbench.engines import python as _loop
 
     used = []
     real = _loop._call_unrolled
@@ -88,7 +88,7 @@ def test_python_functions_use_the_unrolled_loop_and_c_callables_the_native_one(m
     calls = []
     for number in (0, 1, _loop._UNROLL - 1, _loop._UNROLL, 3 * _loop._UNROLL + 5):
         calls.clear()
-        StatementLoop(lambda: calls.append(None), "pass", timer, {}).timeit(number)
+        PythonEngine(lambda: calls.append(None), "pass", timer, {}).timeit(number)
         assert len(calls) == number  # the remainder loop makes the count exact
     assert len(used) == 5
 
@@ -96,10 +96,10 @@ def test_python_functions_use_the_unrolled_loop_and_c_callables_the_native_one(m
         def method(self):
             calls.append(None)
 
-    StatementLoop(Obj().method, "pass", timer, {}).timeit(3)  # a bound Python method
+    PythonEngine(Obj().method, "pass", timer, {}).timeit(3)  # a bound Python method
     assert len(used) == 6
-    StatementLoop(_C.noop, "pass", timer, {}).timeit(100)
-    StatementLoop([].copy, "pass", timer, {}).timeit(100)
+    PythonEngine(_C.noop, "pass", timer, {}).timeit(100)
+    PythonEngine([].copy, "pass", timer, {}).timeit(100)
     assert len(used) == 6  # C callables went to the native loop
-    StatementLoop(_C.noop, "pass", lambda: 0.0, {}).timeit(10)
+    PythonEngine(_C.noop, "pass", lambda: 0.0, {}).timeit(10)
     assert len(used) == 7  # a custom clock: the Python loop reads it

@@ -1,4 +1,4 @@
-"""C++ statements timed from Python: the engine behind ``Timer(..., language="c++")``.
+"""The C++ engine: C++ statements timed from Python, behind ``Timer(..., language="c++")``.
 
 The statement is compiled into a small shared library (torch-free code with
 opbench's headers alone, code that mentions torch against libtorch), cached
@@ -15,7 +15,7 @@ Differences from ``torch.utils.benchmark``, all deliberate:
   stores to memory cannot be hoisted or removed. A value held only in a
   local can still be deleted as dead code; the first large enough block is
   compared with an empty loop of the same length, and a statement that adds
-  no measurable time raises a ``UserWarning`` (and sets ``suspect_elided``).
+  no measurable time raises an ``ElisionWarning`` (and sets ``suspect_elided``).
   Fix it with ``opbench::do_not_optimize(result);``.
 * Compilation is lazy (first ``timeit``), as in torch, but the library
   survives the process: a second process starts measuring at once.
@@ -23,7 +23,7 @@ Differences from ``torch.utils.benchmark``, all deliberate:
 
 Example (needs a C++ compiler; the first run compiles, about a second)::
 
-    >>> t = CppTimer(stmt="auto y = x * 3; opbench::do_not_optimize(y);", setup="int x = 7;")
+    >>> t = CppEngine(stmt="auto y = x * 3; opbench::do_not_optimize(y);", setup="int x = 7;")
     >>> t.timeit(1000) > 0
     True
 """
@@ -32,11 +32,12 @@ from __future__ import annotations
 import ctypes
 import re
 import threading
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from opbench.cpp import build, include_dir
+from opbench.engines import Engine
+from opbench.errors import ElisionWarning, warn
 
 # Code that names torch's namespaces or headers needs libtorch; everything
 # else compiles against opbench's headers only (about a second instead of ~30).
@@ -256,7 +257,7 @@ def _load(stmt: str, setup: str, global_setup: str) -> _Library:
         return lib
 
 
-class CppTimer:
+class CppEngine(Engine):
     """Times a C++ statement; the ``language="c++"`` engine of ``opbench.Timer``.
 
     Same constructor as torch's CPPTimer plus ``setup_per_block``. ``timeit``
@@ -283,7 +284,7 @@ class CppTimer:
         self._checked_elision = not stmt.strip() or bool(_USES_BARRIER.search(stmt))
         self.suspect_elided: Optional[bool] = None
 
-    def compile(self) -> None:
+    def prepare(self) -> None:
         """Compiles (or loads from the cache) now rather than at the first timeit."""
         if self._lib is None:
             self._lib = _load(self._stmt, self._setup, self._global_setup)
@@ -291,14 +292,14 @@ class CppTimer:
     def library_path(self) -> Path:
         """The compiled library's file (compiling first if needed). collect_callgrind's
         child process loads this same file and drives it as timeit does."""
-        self.compile()
+        self.prepare()
         assert self._lib is not None
         return self._lib.path
 
     def callgrind_available(self) -> bool:
         """Whether the library can bracket its loop with callgrind toggles (false
         when valgrind's headers were missing when it was compiled)."""
-        self.compile()
+        self.prepare()
         assert self._lib is not None
         return bool(self._lib.callgrind_available())
 
@@ -318,7 +319,7 @@ class CppTimer:
         """Seconds taken by `number` runs of stmt (0 runs: the loop's fixed cost)."""
         if number < 0:
             raise ValueError(f"number must be >= 0, got {number}")
-        self.compile()
+        self.prepare()
         assert self._lib is not None
         if self._setup_per_block:
             self.reset()
@@ -342,12 +343,12 @@ class CppTimer:
         empty = min(self._lib.empty_loop_ns(number) for _ in range(3))
         self.suspect_elided = (elapsed_ns - empty) < _ELIDED_NS_PER_RUN * number
         if self.suspect_elided:
-            warnings.warn(
+            warn(
+                ElisionWarning,
                 f"C++ statement `{self._stmt}` adds no measurable time to an empty loop "
                 f"({elapsed_ns / number:.2f} ns vs {empty / number:.2f} ns per run): the "
                 "compiler has probably removed it as dead code. To keep it, pass its "
                 "result to opbench::do_not_optimize(value);",
-                UserWarning,
                 stacklevel=3,
             )
 

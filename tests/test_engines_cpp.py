@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from opbench.cpp import build
-from opbench.cpp.timer import CppTimer, generate_source, uses_torch
+from opbench.engines.cpp import CppEngine as CppTimer, generate_source, uses_torch
 
 HAS_CXX = any(shutil.which(c) for c in ("c++", "g++", "clang++"))
 needs_cxx = pytest.mark.skipif(not HAS_CXX, reason="no C++ compiler on PATH")
@@ -198,7 +198,7 @@ def _logging_compiler(tmp_path: Path) -> tuple[Path, Path]:
 
 _CHILD = """
 import sys
-from opbench.cpp.timer import CppTimer
+from opbench.engines.cpp import CppEngine as CppTimer
 t = CppTimer(stmt="sink = sink + 2;", setup="volatile int sink = 0;")
 assert t.timeit(100) > 0
 print("torch" in sys.modules)
@@ -263,11 +263,11 @@ class _MockCppEngine:
 
 def test_measurement_text_matches_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     torch_timer_mod = pytest.importorskip("torch.utils.benchmark.utils.timer")
-    import opbench.cpp.timer as cpp_timer_mod
+    import opbench.engines.cpp as cpp_timer_mod
     from opbench.timer import Timer
 
     monkeypatch.setattr(torch_timer_mod, "CPPTimer", _MockCppEngine)
-    monkeypatch.setattr(cpp_timer_mod, "CppTimer", _MockCppEngine)
+    monkeypatch.setattr(cpp_timer_mod, "CppEngine", _MockCppEngine)
     args = dict(stmt="\n    auto y = x + 1;\n", setup="\n    auto x = torch::ones({4});\n",
                 global_setup="#include <vector>", language="c++")
     for method, kwargs in (("timeit", {"number": 1000}), ("blocked_autorange", {}),
