@@ -3,10 +3,11 @@
 // The loop holds the GIL throughout (the callable is Python), allocates nothing
 // per iteration and calls through vectorcall, the cheapest call protocol
 // CPython has; the only per-iteration work besides the call is a DECREF of its
-// result.
+// result and a countdown to the next Ctrl-C check (detail/interrupt.h).
 #include <Python.h>
 
 #include "bindings/registry.h"
+#include "detail/interrupt.h"
 #include "detail/pycall.h"
 #include "opbench/clock.h"
 
@@ -28,8 +29,13 @@ double time_call(py::handle fn, long long number, py::handle sync) {
   };
   run_sync();
   const std::int64_t start = opbench::now_ns();
-  // An exception propagates with the callable's own traceback.
-  for (long long i = 0; i < number; ++i) call();
+  // An exception propagates with the callable's own traceback; Ctrl-C stops
+  // the loop within a few milliseconds as KeyboardInterrupt.
+  opbench::detail::SignalPoll poll;
+  for (long long i = 0; i < number; ++i) {
+    call();
+    poll.tick();
+  }
   run_sync();
   const std::int64_t stop = opbench::now_ns();
   return static_cast<double>(stop - start) * 1e-9;

@@ -1,0 +1,77 @@
+"""Ctrl-C reaches every timing loop: a real SIGINT sent to a child process that is deep
+inside a measurement that would otherwise run for hours.
+
+Each case starts a child that prints READY and then times a statement
+`number` times where the whole block would take about 10^4 s; the test waits
+for READY, lets the loop run, sends SIGINT, and expects the child to report a
+KeyboardInterrupt raised by the loop, with torch's thread count restored.
+No wall-clock threshold is asserted: a child that ignored the signal would
+run until the (generous) timeout and fail the test that way.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+# Printed by the child; the parent checks each.
+_CHILD = textwrap.dedent("""
+    import sys, time, torch
+    import opbench
+    torch.set_num_threads(3)
+    {setup}
+    timer = opbench.Timer({stmt}, num_threads=1{extra})
+    print("READY", flush=True)
+    try:
+        timer.timeit({number})
+    except KeyboardInterrupt:
+        print("INTERRUPTED threads=%d" % torch.get_num_threads(), flush=True)
+        sys.exit(0)
+    print("FINISHED", flush=True)
+""")
+
+
+def _interrupt(stmt: str, number: int, *, setup: str = "", extra: str = "",
+               wait: float = 1.0, timeout: float = 120.0) -> str:
+    code = _CHILD.format(stmt=stmt, number=number, setup=setup, extra=extra)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.strip() == "READY", (line, proc.stderr.read() if proc.stderr else "")
+        time.sleep(wait)  # well inside the loop (the warm-up block alone takes minutes)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return line + out + err
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT delivery to a child is POSIX")
+def test_native_loop_stops_on_ctrl_c():
+    # functools.partial of a C function is a C callable: it runs in _C.time_call.
+    # 1 ms per call, 10^7 calls: ~3 hours uninterrupted.
+    out = _interrupt("functools.partial(time.sleep, 0.001)", 10_000_000, setup="import functools")
+    assert "INTERRUPTED threads=3" in out, out
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT delivery to a child is POSIX")
+def test_native_loop_stops_on_ctrl_c_for_fast_statements():
+    # A cheap C callable: the poll's stride grows to thousands of calls and must
+    # still come back to check every few milliseconds.
+    out = _interrupt("[].copy", 10**12)
+    assert "INTERRUPTED threads=3" in out, out
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT delivery to a child is POSIX")
+def test_python_template_loop_stops_on_ctrl_c():
+    out = _interrupt('"time.sleep(0.001)"', 10_000_000, extra=', globals={"time": time}')
+    assert "INTERRUPTED threads=3" in out, out
