@@ -1,6 +1,6 @@
-// opbench/fiber.h: a body's locals survive between resumes, run on the
+// opbench/detail/fiber.h: a body's locals survive between resumes, run on the
 // caller's thread, and are destroyed in order when the body returns.
-#include "opbench/fiber.h"
+#include "opbench/detail/fiber.h"
 
 #include <string>
 #include <thread>

@@ -29,8 +29,31 @@ int main() {
 
   int x = 41;
   opbench::do_not_optimize(x);
-  const int y = x + 1;
+  int y = x + 1;
   opbench::do_not_optimize(y);
   CHECK(y == 42);
+  opbench::do_not_optimize(x * 2);  // a temporary: the T&& overload
+  int values[64] = {};
+  opbench::do_not_optimize(values);  // wider than a register: a memory operand
+  CHECK(values[63] == 0);
+
+  // The const overload still works for old code (it is deprecated, see barrier.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const int z = y + 1;
+  opbench::do_not_optimize(z);
+#pragma GCC diagnostic pop
+  CHECK(z == 43);
+
+  // Results returned by reference, mutable or const, and by value.
+  struct Big {
+    long v[64];
+  };
+  static Big big{};
+  calls = 0;
+  opbench::time_loop_ns([&]() -> Big& { ++calls; return big; }, 10);
+  opbench::time_loop_ns([&]() -> const Big& { ++calls; return big; }, 10);
+  opbench::time_loop_ns([&] { ++calls; return big; }, 10);
+  CHECK(calls == 30);
   CHECK_MAIN_END();
 }

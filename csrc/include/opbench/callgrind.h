@@ -17,13 +17,10 @@
 // compiles everywhere; define OPBENCH_NO_VALGRIND to force that.
 #pragma once
 
+// __has_include is standard C++17, which this library requires.
 #if !defined(OPBENCH_NO_VALGRIND)
-#if defined(OPBENCH_HAVE_VALGRIND)
+#if defined(OPBENCH_HAVE_VALGRIND) || __has_include(<valgrind/callgrind.h>)
 #define OPBENCH_CALLGRIND_REQUESTS 1
-#elif defined(__has_include)
-#if __has_include(<valgrind/callgrind.h>)
-#define OPBENCH_CALLGRIND_REQUESTS 1
-#endif
 #endif
 #endif
 

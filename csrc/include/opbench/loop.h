@@ -16,8 +16,10 @@
 namespace opbench {
 
 /// Calls `f()` `n` times (n >= 0) and returns the elapsed nanoseconds.
-/// A non-void result is passed through do_not_optimize, so it cannot be
-/// discarded and the call cannot be removed as dead code.
+/// A non-void result goes through the barrier behind do_not_optimize, so it
+/// cannot be discarded and the call cannot be removed as dead code. A result
+/// returned by reference is observed where it lives, never copied (a const
+/// one too, without do_not_optimize's deprecation warning for const values).
 template <class F>
 inline std::int64_t time_loop_ns(F&& f, std::int64_t n) {
   const std::int64_t start = now_ns();
@@ -27,7 +29,7 @@ inline std::int64_t time_loop_ns(F&& f, std::int64_t n) {
       clobber_memory();
     } else {
       auto&& result = f();
-      do_not_optimize(result);
+      detail::observe(result);
     }
   }
   return now_ns() - start;

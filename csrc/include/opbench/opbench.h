@@ -6,20 +6,16 @@
 //   loop.h       time_loop_ns(f, n): the timed loop itself
 //   stats.h      quantiles, IQR, significant figures (as the Python layer)
 //   autorange.h  block-size search, blocked / adaptive autorange
-//   fiber.h      keep a setup frame alive between timed blocks (POSIX)
-//   callgrind.h  callgrind region markers, when valgrind's headers exist
+//   callgrind.h  callgrind region markers (no-ops without valgrind's headers)
+//
+// examples/cpp_autorange.cpp is a complete benchmark program built on them.
+// opbench/detail/ holds what opbench's generated C++ Timer code uses; it is
+// not part of this library's interface.
 #pragma once
 
 #include "opbench/autorange.h"
 #include "opbench/barrier.h"
+#include "opbench/callgrind.h"
 #include "opbench/clock.h"
 #include "opbench/loop.h"
 #include "opbench/stats.h"
-
-#if __has_include(<ucontext.h>)
-#include "opbench/fiber.h"
-#endif
-
-#if __has_include("opbench/callgrind.h")
-#include "opbench/callgrind.h"
-#endif

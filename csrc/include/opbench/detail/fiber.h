@@ -1,4 +1,7 @@
-// opbench/fiber.h: run a function on its own stack, on the caller's thread.
+// opbench/detail/fiber.h: run a function on its own stack, on the caller's thread.
+//
+// Not part of the public library (opbench.h does not include it): it serves the
+// code opbench generates for C++ Timers, and may change with it.
 //
 // Why: a C++ Timer's `setup` declares locals that `stmt` uses, and opbench
 // runs setup once per measurement while the measurement asks for many timed
