@@ -75,7 +75,7 @@ def main() -> int:
     try:
         import torch  # noqa: F401
     except ImportError:
-        print("skipped: this benchmark needs torch (pip install torch==2.13.0)")
+        print("skipped: this benchmark needs torch (pip install torch)")
         return 0
     # torch.compile's inductor reads the compiler from PATH; the venv may not be on it.
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")

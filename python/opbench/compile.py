@@ -54,7 +54,7 @@ def _torch() -> Any:
         import torch._dynamo
     except ImportError as e:
         raise ImportError("opbench.compile benchmarks torch.compile: install torch "
-                          "(pip install torch==2.13.0)") from e
+                          "(pip install torch)") from e
     return torch
 
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = ["Fuzzer", "FuzzedParameter", "ParameterAlias", "FuzzedTensor"]
 
-_INSTALL_HINT = "opbench.fuzzer needs torch (and numpy): pip install torch==2.13.0"
+_INSTALL_HINT = "opbench.fuzzer needs torch (and numpy): pip install torch"
 
 # Bound by _require() on first use, so that importing this module never imports torch.
 torch: Any = None

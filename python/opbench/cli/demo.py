@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import torch
     except ImportError:
-        raise UsageError("the demo times torch ops: pip install torch==2.13.0") from None
+        raise UsageError("the demo times torch ops: pip install torch") from None
     import opbench
 
     if args.min_run_time <= 0:
