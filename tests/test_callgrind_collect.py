@@ -7,6 +7,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -78,15 +79,19 @@ def test_single_result_without_baseline_for_a_callable():
 @needs_valgrind
 def test_denoise_removes_interpreter_noise_on_a_torch_statement():
     pytest.importorskip("torch")
+    import torch_bugs
     from torch.utils.benchmark.utils.valgrind_wrapper.timer_interface import FunctionCounts
 
     stats = opbench.Timer("x += 1", setup="x = torch.ones((1,))").collect_callgrind(number=100)
     noisy = stats.stats().filter(lambda fn: _NOISY_SYMBOL.search(fn) is not None)
     assert noisy.sum() > 0
     assert stats.counts(denoise=True) == stats.counts() - noisy.sum()
-    # torch's own filter (a symbol CPython 3.11 renamed) finds nothing here.
+    # torch 2.13's own filter (a symbol CPython 3.11 renamed) finds nothing here.
     theirs = FunctionCounts(tuple(stats.stats()), inclusive=False).denoise()
-    assert theirs.sum() == stats.counts()
+    if torch_bugs.denoise_keeps_the_py311_dict_lookup() and sys.version_info >= (3, 11):
+        assert theirs.sum() == stats.counts()
+    else:
+        assert theirs.sum() == stats.counts(denoise=True)
     assert any("at::" in fn or "libtorch" in fn for _, fn in stats.stats())
 
 

@@ -133,6 +133,6 @@ def test_step_7_fuzzed_inputs():
     compare.trim_significant_figures()
     assert "Batched dot" in str(compare)
 
-    # torch 2.13's own BinaryOpFuzzer raises here; opbench's works.
+    # torch 2.13's own BinaryOpFuzzer raises here (torch_bugs.py); opbench's works.
     takes = list(binary.BinaryOpFuzzer(seed=0).take(2))
     assert len(takes) == 2 and {"x", "y"} <= set(takes[0][0])
