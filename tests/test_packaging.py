@@ -1,6 +1,7 @@
 """Packaging metadata: the `torch` extra keeps a user's own torch build, and only the test
-requirements pin the exact torch CI runs. (That the wheel ships the whole header tree is
-checked by tools/compat-check, which installs a built wheel and runs test_cpp_headers.py.)"""
+requirements pin the exact torch CI runs. (That the wheel ships the whole header tree,
+opbench/detail/ included, is checked by tools/compat-check: it installs a built wheel, and
+the C++ Timer tests compile against the installed headers.)"""
 from __future__ import annotations
 
 import re
