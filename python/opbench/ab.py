@@ -35,7 +35,7 @@ import math
 from typing import Any
 
 from opbench import _numerics, environment
-from opbench._checks import check_run_times
+from opbench._checks import check_count, check_run_times
 from opbench.measurement import Measurement
 from opbench.stats import DEFAULT_CONFIDENCE, _check_confidence, _median_ci_sorted
 
@@ -123,8 +123,7 @@ def compare_ab(
         raise ValueError(f"threshold must be a relative difference in (0, 1), e.g. 0.02; "
                          f"got {threshold!r}")
     _check_confidence(confidence)
-    if isinstance(min_pairs, bool) or not isinstance(min_pairs, int) or min_pairs < 1:
-        raise ValueError(f"min_pairs must be a positive int, got {min_pairs!r}")
+    check_count("min_pairs", min_pairs)
     check_run_times(min_run_time, max_run_time)
     environment.check_machine()
 

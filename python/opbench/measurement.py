@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from opbench import _numerics
+from opbench import _numerics, stats
 
 __all__ = [
     "TaskSpec",
@@ -227,42 +227,75 @@ class Measurement:
     @property
     def std(self) -> float:
         """Sample standard deviation of the per-run times, seconds."""
-        from opbench import stats
-
-        return stats.std(self)
+        return stats.std(self.times)
 
     def median_ci(self, confidence: float = 0.95) -> tuple[float, float] | None:
         """Distribution-free (order-statistic) confidence interval of the median,
         seconds; None when there are too few times for ``confidence``."""
-        from opbench import stats
-
-        return stats.median_ci(self, confidence)
+        return stats.median_ci(self.times, confidence)
 
     @property
     def relative_ci(self) -> float:
         """Half-width of the 95% median interval over the median (inf: too few times)."""
-        from opbench import stats
-
-        return stats.relative_ci(self)
+        return stats.relative_ci(self.times)
 
     @property
-    def outliers(self) -> Any:
+    def outliers(self) -> stats.Outliers:
         """Counts of times outside Tukey's fences (1.5 and 3 IQR beyond the quartiles)."""
-        from opbench import stats
+        return stats.outliers(self.times)
 
-        return stats.outliers(self)
-
-    def summary(self, confidence: float = 0.95) -> Any:
+    def summary(self, confidence: float = 0.95) -> stats.Summary:
         """All statistics as one JSON-ready record (``opbench.stats.Summary``)."""
-        from opbench import stats
-
-        return stats.summary(self, confidence)
+        return stats.summary(self.times, confidence)
 
     def describe(self, confidence: float = 0.95) -> str:
-        """torch's text plus opbench's statistics: std, median CI, outliers."""
-        from opbench import stats
+        """torch's text followed by the spread, the median's interval, outliers and, for
+        a noise-targeted run, whether it converged.
 
-        return stats.describe(self, confidence)
+        Example:
+            >>> m = Measurement(1, [1e-6 * (1 + i / 100) for i in range(20)], TaskSpec("f()", "pass"))
+            >>> print(m.describe().split("\\n", 1)[1])  # doctest: +NORMALIZE_WHITESPACE
+            f()
+              Median: 1.10 us
+              IQR:    0.10 us (1.05 to 1.14)
+              20 measurements, 1 runs per measurement, 1 thread
+              Mean:   1.09 us, std 0.06 us (5.4% of mean)
+              Median 95% CI: 1.05 to 1.14 us (+-4.1%, order statistic)
+              Outliers (Tukey fences): none of 20
+        """
+        s = self.summary(confidence)
+        if s.n == 0:
+            return repr(self)
+        unit, scale = select_unit(s.median)
+        lines = [repr(self)]
+        if s.n > 1:
+            rel_std = s.std / s.mean * 100 if s.mean else math.inf
+            lines.append(f"  Mean:   {s.mean / scale:.2f} {unit}, std {s.std / scale:.2f} {unit} "
+                         f"({rel_std:.1f}% of mean)")
+        label = f"Median {confidence:.0%} CI"
+        if s.ci_low is None or s.ci_high is None:
+            lines.append(f"  {label}: n/a (too few samples: {s.n})")
+        else:
+            lines.append(f"  {label}: {s.ci_low / scale:.2f} to {s.ci_high / scale:.2f} {unit} "
+                         f"(+-{s.relative_ci * 100:.1f}%, order statistic)")
+        o = s.outliers
+        if o.total:
+            severe = o.low_severe + o.high_severe
+            lines.append(f"  Outliers (Tukey fences): {o.low} low, {o.high} high"
+                         f"{f' ({severe} severe)' if severe else ''} of {s.n}")
+        else:
+            lines.append(f"  Outliers (Tukey fences): none of {s.n}")
+        info = self.info or {}
+        if "converged" in info:
+            achieved = info.get("relative_ci")
+            achieved_text = (f"{achieved * 100:.2f}%" if isinstance(achieved, float)
+                             and math.isfinite(achieved) else "n/a")
+            lines.append(
+                f"  {'Converged' if info['converged'] else 'NOT converged'}: relative CI "
+                f"{achieved_text}, target {info.get('target', math.nan) * 100:.2f}% "
+                f"(stopped on {info.get('stop_reason')})"
+            )
+        return "\n".join(lines)
 
     @property
     def converged(self) -> bool | None:

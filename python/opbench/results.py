@@ -38,6 +38,7 @@ from typing import Any
 
 from opbench import environment as _environment
 from opbench import stats
+from opbench._checks import is_count, is_finite_number
 from opbench._files import atomic_write_text
 from opbench.errors import ResultsFileError, ResultsFileWarning, warn
 from opbench.measurement import Measurement, TaskSpec
@@ -108,7 +109,7 @@ def _measurement_to_dict(m: Measurement) -> dict[str, Any]:
             "Keep metadata to str keys and JSON values (or pickle the Measurement).",
             stacklevel=4,
         )
-    entry["statistics"] = stats.summary(m).to_dict() if m.raw_times else None
+    entry["statistics"] = stats.summary(m.times).to_dict() if m.raw_times else None
     return entry
 
 
@@ -156,14 +157,6 @@ def dumps(
 
 # -- loading ------------------------------------------------------------------
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _is_count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
 class _Checker:
     """Validates a parsed document, naming the file and the JSON path of any problem."""
 
@@ -183,7 +176,7 @@ class _Checker:
                     f"not an opbench results file (format {doc.get('format')!r}, "
                     f"expected {FORMAT!r})")
         version = doc.get("version")
-        self.expect(_is_count(version), "version", f"expected a positive int, got {version!r}")
+        self.expect(is_count(version), "version", f"expected a positive int, got {version!r}")
         if version > VERSION:
             raise self.fail("version", f"format version {version} was written by a newer "
                             f"opbench; this one reads up to version {VERSION}: upgrade opbench")
@@ -200,15 +193,15 @@ class _Checker:
         self.expect(not missing, where, f"missing keys {sorted(missing)}")
         unknown = e.keys() - _MEASUREMENT_KEYS
         self.expect(not unknown, where, f"unknown keys {sorted(unknown)}")
-        self.expect(_is_count(e["number_per_run"]), f"{where}.number_per_run",
+        self.expect(is_count(e["number_per_run"]), f"{where}.number_per_run",
                     "expected a positive int")
         times = e["raw_times"]
-        self.expect(isinstance(times, list) and all(_is_number(t) for t in times),
+        self.expect(isinstance(times, list) and all(is_finite_number(t) for t in times),
                     f"{where}.raw_times", "expected a list of finite numbers")
         self.task_spec(e["task_spec"], f"{where}.task_spec")
         self.expect(e.get("metadata") is None or isinstance(e["metadata"], dict),
                     f"{where}.metadata", "expected an object or null")
-        self.expect(e.get("overhead") is None or _is_number(e["overhead"]),
+        self.expect(e.get("overhead") is None or is_finite_number(e["overhead"]),
                     f"{where}.overhead", "expected a number or null")
         self.expect(e.get("clock") is None or isinstance(e["clock"], str),
                     f"{where}.clock", "expected a string or null")
@@ -223,7 +216,7 @@ class _Checker:
         for key in _OPTIONAL_STR_SPEC_FIELDS:
             self.expect(s.get(key) is None or isinstance(s[key], str), f"{where}.{key}",
                         "expected a string or null")
-        self.expect(_is_count(s.get("num_threads", 1)), f"{where}.num_threads",
+        self.expect(is_count(s.get("num_threads", 1)), f"{where}.num_threads",
                     "expected a positive int")
         known = {f.name for f in dataclasses.fields(TaskSpec)}
         self.expect(not (s.keys() - known), where, f"unknown keys {sorted(s.keys() - known)}")

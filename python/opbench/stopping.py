@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from opbench import environment
-from opbench._checks import check_run_times
+from opbench._checks import check_count, check_run_times
 from opbench._threads import set_torch_threads
 from opbench.errors import attach
 from opbench.measurement import Measurement
@@ -82,8 +82,7 @@ def converge(
     if not 0 < target < 1:
         raise ValueError(f"target must be a relative width in (0, 1), e.g. 0.01; got {target!r}")
     _check_confidence(confidence)
-    if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
-        raise ValueError(f"min_samples must be a positive int, got {min_samples!r}")
+    check_count("min_samples", min_samples)
     check_run_times(min_run_time, max_run_time)
     environment.check_machine()
 
