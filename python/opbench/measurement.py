@@ -38,9 +38,15 @@ _IQR_GROSS_WARN_THRESHOLD = 0.25
 class TaskSpec:
     """What a Timer measures: the code and the labels that group results.
 
+    torch's eight fields, plus ``name``: the benchmark's name in results files
+    and regression gates, given by the user (``Timer(name=...)``) or, for a
+    callable timed without labels, its module-qualified name.
+
     Example:
         >>> TaskSpec(stmt="x + 1", setup="x = 1", label="add").title
         'add'
+        >>> TaskSpec("sorted(xs)", "pass", label="sort", description="v2", num_threads=4).key
+        'sort | v2 | 4 threads'
     """
 
     stmt: str
@@ -51,6 +57,24 @@ class TaskSpec:
     description: str | None = None
     env: str | None = None
     num_threads: int = 1
+    name: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The benchmark's identity across runs, which a regression gate matches on.
+
+        The first of: ``name``; the Compare coordinates (label, sub_label,
+        description) when any of them is set; the statement. Then the thread
+        count (when not 1) and the env (when set): the same code under other
+        conditions is another benchmark.
+        """
+        coordinates = [c for c in (self.label, self.sub_label, self.description) if c]
+        parts = [self.name] if self.name else coordinates or [" ".join(self.stmt.split())]
+        if self.num_threads != 1:
+            parts.append(f"{self.num_threads} threads")
+        if self.env:
+            parts.append(f"env={self.env}")
+        return " | ".join(parts)
 
     @property
     def title(self) -> str:
@@ -113,6 +137,13 @@ class Measurement:
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # torch accepts these and prints a median of -1 s; nothing downstream can use them.
+        if not self.raw_times:
+            raise ValueError(f"a Measurement needs at least one time; got none for "
+                             f"{self.task_spec.title!r}")
+        if isinstance(self.number_per_run, bool) or not isinstance(self.number_per_run, int) \
+                or self.number_per_run < 1:
+            raise ValueError(f"number_per_run must be a positive int, got {self.number_per_run!r}")
         self._sorted_times: tuple[float, ...] = ()
         self._warnings: tuple[str, ...] = ()
         self._median = -1.0

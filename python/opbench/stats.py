@@ -37,8 +37,9 @@ from typing import Any
 
 from opbench import _numerics, environment
 
-__all__ = ["DEFAULT_CONFIDENCE", "Outliers", "Summary", "median_ci", "outliers", "relative_ci",
-           "std", "summary", "values_of"]
+__all__ = ["DEFAULT_CONFIDENCE", "Outliers", "Summary", "check_confidence", "median_ci",
+           "median_ci_sorted", "outliers", "relative_ci", "relative_half_width", "std", "summary",
+           "values_of"]
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -48,7 +49,7 @@ DEFAULT_CONFIDENCE = 0.95
 _EXACT_LIMIT = 1000
 
 
-def _check_confidence(confidence: float) -> None:
+def check_confidence(confidence: float) -> None:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), e.g. 0.95; got {confidence!r}")
 
@@ -81,7 +82,7 @@ def _median_ci_rank(n: int, confidence: float) -> int | None:
     return k if k >= 0 else None
 
 
-def _median_ci_sorted(
+def median_ci_sorted(
     values: Sequence[float], confidence: float
 ) -> tuple[float, float] | None:
     """The order-statistic interval of already sorted values (no warning)."""
@@ -91,11 +92,11 @@ def _median_ci_sorted(
     return values[k], values[len(values) - 1 - k]
 
 
-def _relative_half_width(
+def relative_half_width(
     values: Sequence[float], confidence: float
 ) -> float:
     """Half the interval's width over the median, of sorted values; inf when none exists."""
-    ci = _median_ci_sorted(values, confidence)
+    ci = median_ci_sorted(values, confidence)
     median = _numerics.quantile(values, 0.5) if values else 0.0
     if ci is None or median <= 0:
         return math.inf
@@ -123,9 +124,9 @@ def median_ci(
 ) -> tuple[float, float] | None:
     """(low, high) bounding the median with ``confidence``; None (and a warning, shown
     once per process) when there are too few values to say."""
-    _check_confidence(confidence)
+    check_confidence(confidence)
     values = sorted(values_of(data))
-    ci = _median_ci_sorted(values, confidence)
+    ci = median_ci_sorted(values, confidence)
     if ci is None:
         environment.warn_too_few_samples(len(values), confidence)
     return ci
@@ -134,11 +135,11 @@ def median_ci(
 def relative_ci(data: Sequence[float] | Any, confidence: float = DEFAULT_CONFIDENCE) -> float:
     """Half-width of the median's confidence interval over the median: 0.01 means
     the median is known to about +-1%. inf when no interval exists."""
-    _check_confidence(confidence)
+    check_confidence(confidence)
     values = sorted(values_of(data))
     if _median_ci_rank(len(values), confidence) is None:
         environment.warn_too_few_samples(len(values), confidence)
-    return _relative_half_width(values, confidence)
+    return relative_half_width(values, confidence)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,9 +204,9 @@ class Summary:
 def summary(data: Sequence[float] | Any, confidence: float = DEFAULT_CONFIDENCE) -> Summary:
     """All statistics at once. Does not warn: a summary of few values says so in its
     fields. The median and quartiles are torch's (``Measurement.median``, ``.iqr``)."""
-    _check_confidence(confidence)
+    check_confidence(confidence)
     values = sorted(values_of(data))
-    ci = _median_ci_sorted(values, confidence) if values else None
+    ci = median_ci_sorted(values, confidence) if values else None
     return Summary(
         n=len(values),
         median=_numerics.quantile(values, 0.5) if values else math.nan,
@@ -216,7 +217,7 @@ def summary(data: Sequence[float] | Any, confidence: float = DEFAULT_CONFIDENCE)
         confidence=confidence,
         ci_low=ci[0] if ci else None,
         ci_high=ci[1] if ci else None,
-        relative_ci=_relative_half_width(values, confidence),
+        relative_ci=relative_half_width(values, confidence),
         outliers=outliers(values),
     )
 
