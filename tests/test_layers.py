@@ -33,7 +33,8 @@ FLOORS = {
     3: ["opbench.measurement", "opbench.instructions", "opbench.timer", "opbench.first_call", "opbench.stopping",
         "opbench.profile", "opbench.fuzzer", "opbench.sparse_fuzzer", "opbench.op_fuzzers",
         "opbench.callgrind"],
-    4: ["opbench.table", "opbench.compare", "opbench.export", "opbench.plot",
+    4: ["opbench.table", "opbench.compare", "opbench.export", "opbench.plot", "opbench.gate",
+        "opbench.baselines",
         "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile"],
     5: ["opbench.cli", "opbench.pytest_plugin", "opbench.__main__", "opbench"],
 }

@@ -26,7 +26,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from opbench import export, plot
-from opbench.measurement import Measurement, unit_to_english
+from opbench.instructions import InstructionCounts
+from opbench.measurement import Measurement
 from opbench.table import Row, Table, build
 
 __all__ = ["Colorize", "Compare"]
@@ -102,7 +103,7 @@ def _render(table: Table, colorize: Colorize) -> str:
     )
     return (
         f"[{title}]\n" + "\n".join(lines) + "\n\n"
-        f"Times are in {unit_to_english(table.unit)}s ({table.unit}).\n" + warning_note
+        f"{table.note}\n" + warning_note
     )
 
 
@@ -111,11 +112,18 @@ class Compare:
     and thread count, a column per description, env-tagged rows for A/B runs.
 
     Args:
-        results: Measurements to display (replicates of a task are merged).
+        results: Measurements to display (replicates of a task are merged); or
+            instruction counts (``InstructionCounts``, ``CallgrindStats``), laid
+            out the same way with instructions per run in each cell.
+
+    Example (instruction counts; needs valgrind)::
+
+        stats = opbench.collect_callgrind_all(timers, number=100)
+        print(opbench.Compare(stats))   # one table per label, instructions per run
     """
 
-    def __init__(self, results: Iterable[Measurement]) -> None:
-        self._results: list[Measurement] = []
+    def __init__(self, results: Iterable[Any]) -> None:
+        self._results: list[Any] = []
         self.extend_results(results)
         self._trim_significant_figures = False
         self._colorize = Colorize.NONE
@@ -124,13 +132,18 @@ class Compare:
     def __str__(self) -> str:
         return "\n".join(self._render())
 
-    def extend_results(self, results: Iterable[Measurement]) -> None:
-        """Appends Measurements; raises ValueError for anything else."""
-        results = list(results)
+    def extend_results(self, results: Iterable[Any]) -> None:
+        """Appends Measurements, or instruction counts (InstructionCounts, or the
+        CallgrindStats of ``collect_callgrind``, counted per run with noise symbols
+        removed); raises ValueError for anything else."""
+        converted = []
         for r in results:
-            if not isinstance(r, Measurement):
+            if hasattr(r, "stmt_exclusive_stats"):
+                r = InstructionCounts.from_callgrind(r)
+            if not isinstance(r, (Measurement, InstructionCounts)):
                 raise ValueError(f"Expected an instance of `Measurement`, got {type(r)} instead.")
-        self._results.extend(results)
+            converted.append(r)
+        self._results.extend(converted)
 
     def trim_significant_figures(self) -> None:
         """Shows each value only to the significant figures its spread supports."""
@@ -171,8 +184,9 @@ class Compare:
         return plot.plot_speedup(self, path, baseline=baseline, by=by, **kwargs)
 
     @property
-    def results(self) -> list[Measurement]:
-        """The Measurements given, in order (replicates not yet merged)."""
+    def results(self) -> list[Any]:
+        """The results given (Measurements or InstructionCounts), in order, replicates
+        not yet merged."""
         return list(self._results)
 
     def tables(self) -> list[Table]:

@@ -41,6 +41,7 @@ __all__ = [
     "Error",
     "ResultsFileError",
     "KeyCollisionError",
+    "NothingToCompareError",
     "UsageError",
     "CompileError",
     "CompilerNotFoundError",
@@ -80,6 +81,11 @@ class ResultsFileError(Error, ValueError):
 class KeyCollisionError(Error, ValueError):
     """Two different statements share one benchmark key (``TaskSpec.key``) in one set of
     results; saved together they would be pooled into one row. The message names both."""
+
+
+class NothingToCompareError(Error, ValueError):
+    """A regression gate found no benchmark in both sets of results: it compared nothing,
+    so it cannot say there is no regression."""
 
 
 class UsageError(Error):

@@ -41,7 +41,6 @@ import io
 from typing import Protocol
 
 from opbench._files import PathLike, atomic_write_text
-from opbench.measurement import unit_to_english
 from opbench.table import Table
 
 
@@ -81,10 +80,6 @@ def _cells(table: Table) -> tuple[list[str], list[list[str]], list[bool]]:
     return header, body, numeric
 
 
-def _unit_note(table: Table) -> str:
-    return f"Times are in {unit_to_english(table.unit)}s ({table.unit})."
-
-
 def _md_escape(cell: str) -> str:
     # A pipe would end the cell and `<` could open an HTML tag; multi-line
     # statements become line breaks inside the cell.
@@ -101,7 +96,7 @@ def to_markdown(compare: _Tables, path: PathLike | None = None) -> str:
         lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
         lines.append("|" + "|".join("--:" if n else "---" for n in numeric) + "|")
         lines += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in body]
-        lines += ["", _unit_note(table), ""]
+        lines += ["", table.note, ""]
         parts.append("\n".join(lines))
     return _write_text("\n".join(parts), path)
 
@@ -127,7 +122,7 @@ def to_html(compare: _Tables, path: PathLike | None = None) -> str:
             )
             lines.append(f"<tr>{tds}</tr>")
         lines += ["</tbody>", f'<tfoot><tr><td colspan="{len(header)}">'
-                  f"{_html_escape(_unit_note(table))}</td></tr></tfoot>", "</table>"]
+                  f"{_html_escape(table.note)}</td></tr></tfoot>", "</table>"]
         parts.append("\n".join(lines))
     return _write_text("\n".join(parts) + "\n", path)
 

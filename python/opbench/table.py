@@ -7,6 +7,10 @@ precision. This module builds that layout and nothing else, so the text table
 (compare.py), the Markdown, CSV and HTML exports (export.py) and the plots
 (plot.py) all show the same rows, columns and numbers.
 
+Instruction counts (``InstructionCounts``) lay out the same way, each cell
+the instructions per run, shown whole: counts are exact, so there are no
+significant figures to trim.
+
 Example:
     >>> from opbench import Measurement, TaskSpec
     >>> ms = [Measurement(1, [t], TaskSpec("f()", "pass", label="L", description=d))
@@ -24,11 +28,15 @@ import itertools
 import math
 import operator
 from collections.abc import Iterable, Sequence
+from typing import Any, Union
 
 from opbench import _numerics
-from opbench.measurement import Measurement, select_unit, trim_sigfig
+from opbench.instructions import InstructionCounts
+from opbench.measurement import Measurement, select_unit, trim_sigfig, unit_to_english
 
 __all__ = ["Row", "Table", "build"]
+
+Cell = Union[Measurement, InstructionCounts]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +46,8 @@ class Row:
     Attributes:
         num_threads, env, name: the row's key (``name`` is the sub_label, else the
             statement).
-        cells: one Measurement per column, None where that cell was not measured.
+        cells: one Measurement (or InstructionCounts) per column, None where that
+            cell was not measured.
         texts: each cell's median as the text table prints it, in the table's
             unit, padded to the column's width ("(! 12%)" appended to a noisy
             cell when warnings are highlighted); blanks for a missing cell.
@@ -48,7 +57,7 @@ class Row:
     num_threads: int
     env: str
     name: str
-    cells: tuple[Measurement | None, ...]
+    cells: tuple[Cell | None, ...]
     texts: tuple[str, ...]
     spreads: tuple[float | None, ...]
 
@@ -59,7 +68,8 @@ class Table:
 
     Attributes:
         label: the label (None when the results had none).
-        unit, scale: the time unit every cell is shown in (``"us"``, 1e-6).
+        unit, scale: the time unit every cell is shown in (``"us"``, 1e-6), or
+            ``"instructions"`` and 1 for instruction counts.
         columns: the descriptions, in first-seen order (None: no description).
         rows: sorted by thread count, then env; first-seen order within those.
         highlight_warnings: whether noisy cells are marked in ``texts``.
@@ -73,9 +83,16 @@ class Table:
     highlight_warnings: bool
 
     @property
-    def results(self) -> list[Measurement]:
-        """Every Measurement in the table."""
+    def results(self) -> list[Cell]:
+        """Every result in the table."""
         return [m for row in self.rows for m in row.cells if m is not None]
+
+    @property
+    def note(self) -> str:
+        """The line under the table that says what the numbers are."""
+        if self.unit == "instructions":
+            return "Counts are instructions per run."
+        return f"Times are in {unit_to_english(self.unit)}s ({self.unit})."
 
     @property
     def has_envs(self) -> bool:
@@ -116,47 +133,95 @@ class _ColumnFormat:
         return self._template.format(value, warning)
 
 
-def _table(results: list[Measurement], trim: bool, highlight_warnings: bool) -> Table:
-    unit, scale = select_unit(min(r.median for r in results))
-    row_keys = list(dict.fromkeys((m.num_threads, m.env, m.as_row_name) for m in results))
+class _CountFormat:
+    """Instruction counts per run, whole and right-aligned to the column's widest."""
+
+    def __init__(self, cells: Sequence[InstructionCounts]) -> None:
+        self._width = max(len(f"{c.per_run:,.0f}") for c in cells)
+
+    def text(self, c: InstructionCounts | None) -> str:
+        return " " * self._width if c is None else f"{c.per_run:,.0f}".rjust(self._width)
+
+
+def _row_key(r: Cell) -> tuple[int, str, str]:
+    spec = r.task_spec
+    env = "Unspecified env" if spec.env is None else spec.env
+    return spec.num_threads, env, spec.sub_label or spec.stmt or "[Unknown]"
+
+
+def _table(results: list[Any], trim: bool, highlight_warnings: bool) -> Table:
+    counts = isinstance(results[0], InstructionCounts)
+    row_keys = list(dict.fromkeys(_row_key(r) for r in results))
     row_keys.sort(key=operator.itemgetter(slice(2)))  # stable: keeps stmt order
-    columns = tuple(dict.fromkeys(m.description for m in results))
-    grid: dict[tuple[int, str, str], list[Measurement | None]] = {
-        key: [None] * len(columns) for key in row_keys}
+    columns = tuple(dict.fromkeys(r.task_spec.description for r in results))
+    grid: dict[tuple[int, str, str], list[Any]] = {key: [None] * len(columns) for key in row_keys}
     col_position = {key: i for i, key in enumerate(columns)}
-    for m in results:
-        grid[(m.num_threads, m.env, m.as_row_name)][col_position[m.description]] = m
-    formats = [
-        _ColumnFormat([c for row in grid.values() if (c := row[i]) is not None], scale, trim,
-                      highlight_warnings)
-        for i in range(len(columns))
-    ]
-    rows = []
-    for key in row_keys:
-        cells = grid[key]
-        spreads = tuple(m.iqr / m.median if m is not None and m.has_warnings else None
-                        for m in cells)
-        texts = tuple(
-            fmt.text(None, 1, None) if m is None
-            else fmt.text(m.median / scale, m.significant_figures, spread)
-            for m, fmt, spread in zip(cells, formats, spreads)
-        )
-        rows.append(Row(*key, cells=tuple(cells), texts=texts, spreads=spreads))
-    return Table(
-        label=results[0].label, unit=unit, scale=scale, columns=columns, rows=tuple(rows),
-        highlight_warnings=any(f.highlight for f in formats),
-    )
+    for r in results:
+        grid[_row_key(r)][col_position[r.task_spec.description]] = r
+    by_column = [[c for row in grid.values() if (c := row[i]) is not None]
+                 for i in range(len(columns))]
+    if counts:
+        unit, scale, highlight = "instructions", 1.0, False
+        count_formats = [_CountFormat(cells) for cells in by_column]
+        rows = [Row(*key, cells=tuple(grid[key]), spreads=(None,) * len(columns),
+                    texts=tuple(f.text(c) for f, c in zip(count_formats, grid[key])))
+                for key in row_keys]
+    else:
+        unit, scale = select_unit(min(r.median for r in results))
+        formats = [_ColumnFormat(cells, scale, trim, highlight_warnings) for cells in by_column]
+        highlight = any(f.highlight for f in formats)
+        rows = []
+        for key in row_keys:
+            cells = grid[key]
+            spreads = tuple(m.iqr / m.median if m is not None and m.has_warnings else None
+                            for m in cells)
+            texts = tuple(
+                fmt.text(None, 1, None) if m is None
+                else fmt.text(m.median / scale, m.significant_figures, spread)
+                for m, fmt, spread in zip(cells, formats, spreads)
+            )
+            rows.append(Row(*key, cells=tuple(cells), texts=texts, spreads=spreads))
+    return Table(label=results[0].task_spec.label, unit=unit, scale=scale, columns=columns,
+                 rows=tuple(rows), highlight_warnings=highlight)
 
 
-def build(measurements: Iterable[Measurement], *, trim_significant_figures: bool = False,
+def _merge_counts(results: Iterable[InstructionCounts]) -> list[InstructionCounts]:
+    """Replicates of one task pooled into one InstructionCounts (their counts joined)."""
+    groups: dict[Any, list[InstructionCounts]] = {}
+    for c in results:
+        groups.setdefault(c.task_spec, []).append(c)
+    merged = []
+    for group in groups.values():
+        first = group[0]
+        if any((c.number_per_run, c.baseline) != (first.number_per_run, first.baseline)
+               for c in group):
+            raise ValueError(f"replicates of {first.task_spec.key!r} were counted over different "
+                             "numbers of runs or baselines: collect them alike to compare them")
+        merged.append(dataclasses.replace(first, counts=tuple(n for c in group for n in c.counts)))
+    return merged
+
+
+def build(results: Iterable[Cell], *, trim_significant_figures: bool = False,
           highlight_warnings: bool = False) -> list[Table]:
-    """The tables a Compare of ``measurements`` shows, one per label in first-seen order.
+    """The tables a Compare of ``results`` shows, one per label in first-seen order.
 
-    ``trim_significant_figures`` shows each median only to the figures its
-    spread supports; ``highlight_warnings`` marks noisy cells.
+    ``results`` are Measurements or InstructionCounts (not both: a time and a
+    count do not share a column). ``trim_significant_figures`` shows each
+    median only to the figures its spread supports; ``highlight_warnings``
+    marks noisy cells.
+
+    Raises:
+        ValueError: times and instruction counts mixed.
     """
-    by_label: dict[str | None, list[Measurement]] = {}
-    for m in Measurement.merge(measurements):
-        by_label.setdefault(m.label, []).append(m)
+    results = list(results)
+    kinds = {type(r) for r in results}
+    if len(kinds) > 1:
+        raise ValueError("a Compare shows times or instruction counts, not both: "
+                         "make one Compare of each")
+    merged: list[Any] = (_merge_counts(results) if kinds == {InstructionCounts}
+                         else Measurement.merge(results))
+    by_label: dict[str | None, list[Any]] = {}
+    for r in merged:
+        by_label.setdefault(r.task_spec.label, []).append(r)
     return [_table(group, trim_significant_figures, highlight_warnings)
             for group in by_label.values()]
