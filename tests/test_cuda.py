@@ -637,6 +637,15 @@ def test_event_quantum_is_measured_and_short_windows_warn(fake):
     assert fake.stat("records") - records == 2  # once per device and process: no second probe
 
 
+def test_event_quantum_probe_tries_again_when_a_round_fits_between_ticks(fake):
+    # 32 records 20 ns apart span 620 ns: a round may see no tick of a 1 us timer.
+    fake.configure(event_ns=20, event_quantum_ns=1000)
+    t = oc.DeviceTimer(fake.kernel(0.5))
+    t.timeit(1)
+    assert t.metadata()["event_quantum_s"] == pytest.approx(1e-6, rel=1e-6)
+    assert fake.stat("records") > 2 * 32  # it took more than one round here
+
+
 def test_long_windows_and_blocks_do_not_warn(fake, no_warnings):
     fake.configure(event_quantum_ns=1000)
     per_call = oc.DeviceTimer(fake.kernel(0.02), mode="per_iteration")  # 20 us: 20 quanta
@@ -775,7 +784,8 @@ def test_timer_device_timing(fake):
 def test_timer_per_iteration_keeps_every_call_and_the_warnings(fake):
     from opbench.timer import Timer
 
-    m = Timer(fake.kernel(0.002), device_timing="per_iteration").timeit(50)
+    with pytest.warns(ResolutionWarning):
+        m = Timer(fake.kernel(0.002), device_timing="per_iteration").timeit(50)
     assert m.number_per_run == 1 and len(m.raw_times) == 50
     assert {"category": "ResolutionWarning"}.items() <= m.info["warnings"][0].items()
 
