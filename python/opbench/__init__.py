@@ -70,6 +70,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "__version__",
     "ABResult",
     "BenchmarkWarning",
     "CallgrindError",

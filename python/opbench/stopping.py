@@ -32,11 +32,11 @@ from collections.abc import Callable
 from typing import Any
 
 from opbench import environment
-from opbench._checks import check_run_times
+from opbench._checks import check_count, check_run_times
 from opbench._threads import set_torch_threads
 from opbench.errors import attach
 from opbench.measurement import Measurement
-from opbench.stats import DEFAULT_CONFIDENCE, _check_confidence, _relative_half_width
+from opbench.stats import DEFAULT_CONFIDENCE, check_confidence, relative_half_width
 
 __all__ = ["converge"]
 
@@ -81,9 +81,8 @@ def converge(
     """
     if not 0 < target < 1:
         raise ValueError(f"target must be a relative width in (0, 1), e.g. 0.01; got {target!r}")
-    _check_confidence(confidence)
-    if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
-        raise ValueError(f"min_samples must be a positive int, got {min_samples!r}")
+    check_confidence(confidence)
+    check_count("min_samples", min_samples)
     check_run_times(min_run_time, max_run_time)
     environment.check_machine()
 
@@ -103,7 +102,7 @@ def converge(
             if callback:
                 callback(number, t)
             # The relative interval is the same on raw block times as per run.
-            rel = _relative_half_width(ordered, confidence)
+            rel = relative_half_width(ordered, confidence)
             history.append(rel)
             if len(times) >= min_samples and total >= min_run_time:
                 if rel <= target:
