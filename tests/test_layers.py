@@ -153,3 +153,18 @@ def test_no_import_cycles():
 def test_the_floors_list_only_real_modules():
     listed = [name for names in FLOORS.values() for name in names]
     assert not [n for n in listed if n not in MODULES], "FLOORS names a module that does not exist"
+
+
+def test_nothing_outside_timer_py_reaches_into_a_timer():
+    """Timer's private attributes are timer.py's; everything else uses its protocol
+    (task_spec, engine, kwargs, block_size, run, measurement)."""
+    found = []
+    for module, path in MODULES.items():
+        if path.suffix != ".py" or module == "opbench.timer":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__")
+                    and "timer" in ast.unparse(node.value).lower()):
+                found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "\n".join(found)
