@@ -11,10 +11,10 @@ Example:
     >>> ms = [Measurement(1, [t], TaskSpec("f()", "pass", label="L", description=d))
     ...       for t, d in ((1e-6, "a"), (2e-6, "b"))]
     >>> print(Compare(ms))  # doctest: +NORMALIZE_WHITESPACE
-    [------- L -------]
-               |   a  |   b
-    1 threads: --------
-          f()  |  1.0 |  2.0
+    [---------- L ----------]
+               |   a   |   b
+    1 threads: --------------
+          f()  |  1.0  |  2.0
     <BLANKLINE>
     Times are in microseconds (us).
     <BLANKLINE>
