@@ -171,3 +171,13 @@ def test_describe_extends_repr_which_stays_untouched():
     m.info.update(converged=False, stop_reason="plateau", target=0.01, relative_ci=0.03)
     assert "NOT converged: relative CI 3.00%, target 1.00% (stopped on plateau)" in \
         m.describe()
+
+
+@pytest.mark.parametrize("number, times, match", [
+    (1, [], "needs at least one time"),  # torch accepts it and prints -1000000000.00 ns
+    (0, [1e-6], "number_per_run must be a positive int"),
+    (True, [1e-6], "number_per_run must be a positive int"),
+])
+def test_an_impossible_measurement_is_refused_at_construction(number, times, match):
+    with pytest.raises(ValueError, match=match):
+        opbench.Measurement(number, times, opbench.TaskSpec("f()", "pass"))
