@@ -64,7 +64,7 @@ def _best_values(row: Row, group: list[Row], colorize: Colorize) -> list[float |
     if colorize == Colorize.ROWWISE:
         return [min(m.median for m in row.cells if m is not None)] * len(row.cells)
     return [
-        min((r.cells[i].median for r in group if r.cells[i] is not None), default=None)
+        min((c.median for r in group if (c := r.cells[i]) is not None), default=None)
         for i in range(len(row.cells))
     ]
 
@@ -92,8 +92,9 @@ def _render(table: Table, colorize: Colorize) -> str:
             best = _best_values(row, group, colorize) if colorize != Colorize.NONE else []
             for i, (text, width, m) in enumerate(zip(cells[1:], col_widths[1:], row.cells)):
                 text = text.center(width)
-                if best and m is not None and best[i] is not None:
-                    text = _color_segment(text, m.median, best[i])
+                best_value = best[i] if best else None
+                if m is not None and best_value is not None:
+                    text = _color_segment(text, m.median, best_value)
                 out.append(text)
             lines.append("  |  ".join(out))
     title = (" " + (table.label or "") + " ").center(overall_width - 2, "-")

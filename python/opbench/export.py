@@ -38,9 +38,10 @@ from __future__ import annotations
 import csv
 import html
 import io
-from typing import Protocol
+from typing import Any, Protocol
 
 from opbench._files import PathLike, atomic_write_text
+from opbench.measurement import Measurement
 from opbench.table import Table
 
 
@@ -136,7 +137,12 @@ def to_csv(compare: _Tables, path: PathLike | None = None) -> str:
         label = "" if table.label is None else table.label
         for row in table.rows:
             for column, m in zip(table.columns, row.cells):
-                stats = ["", "", ""] if m is None else [repr(m.median), repr(m.iqr), len(m.times)]
+                if m is None:
+                    stats: list[Any] = ["", "", ""]
+                elif isinstance(m, Measurement):
+                    stats = [repr(m.median), repr(m.iqr), len(m.times)]
+                else:  # instruction counts: per run, exact (no spread)
+                    stats = [repr(m.per_run), "", len(m.counts)]
                 writer.writerow([label, row.num_threads, row.env, row.name,
                                  "" if column is None else column, *stats, table.unit])
     return _write_text(buffer.getvalue(), path)

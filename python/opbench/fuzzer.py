@@ -165,6 +165,8 @@ class FuzzedParameter:
     def _make_sampler(self) -> Callable[[Any], Any]:
         """Precompute per-distribution constants so that each draw is one RNG call."""
         minval, maxval = self._minval, self._maxval
+        if minval is None or maxval is None:  # a dict distribution: no bounds used
+            minval = maxval = 0
         if isinstance(self._distribution, dict):
             choices = list(self._distribution)
             # numpy's RandomState.choice(p=...) draws one random_sample() and returns the first

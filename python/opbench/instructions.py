@@ -80,7 +80,7 @@ class InstructionCounts:
         ``denoise`` removes the interpreter's dictionary-lookup symbols, whose
         counts change from run to run (as ``CallgrindStats.counts(denoise=True)``).
         """
-        repeats = list(stats) if isinstance(stats, (list, tuple)) else [stats]
+        repeats: list[Any] = list(stats) if isinstance(stats, (list, tuple)) else [stats]
         if not repeats:
             raise ValueError("no CallgrindStats given")
         first = repeats[0]

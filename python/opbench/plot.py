@@ -129,7 +129,7 @@ def plot_bars(
             xs, heights, lows, highs = [], [], [], []
             for i, row in enumerate(table.rows):
                 m = row.cells[j]
-                if m is None:
+                if not isinstance(m, Measurement):  # a missing cell (plots show times only)
                     continue
                 low, high = interval(m)
                 xs.append(i + (j - (len(columns) - 1) / 2) * width)
@@ -212,8 +212,8 @@ def plot_speedup(
     fig = Figure(figsize=(max(4.0, 1.4 * len(cols) + 2.5), max(2.5, 0.45 * len(rows) + 1.5)))
     ax = fig.subplots()
     image = ax.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
-    for i, row in enumerate(grid):
-        for j, v in enumerate(row):
+    for i, values in enumerate(grid):
+        for j, v in enumerate(values):
             if not math.isnan(v):
                 ax.text(j, i, f"{v:.2f}x", ha="center", va="center", fontsize="small")
     row_fields = _varying(rows) or [2]

@@ -316,7 +316,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     only, skip = config.getoption("opbench_only"), config.getoption("opbench_skip")
     if not (only or skip):
         return
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         benchmark = "opbench" in getattr(item, "fixturenames", ())
         (keep if benchmark == bool(only) else drop).append(item)

@@ -71,13 +71,13 @@ def _median_ci_rank(n: int, confidence: float) -> int | None:
         start = max(0, int(n / 2 - 5 * math.sqrt(n)))
         log_norm = math.lgamma(n + 1) - n * math.log(2)
         limit = float(half_alpha)
-        cum, k = 0.0, start - 1
+        mass, k = 0.0, start - 1
         while True:
             j = k + 1
-            term = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
-            if cum + term > limit:
+            weight = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
+            if mass + weight > limit:
                 break
-            cum += term
+            mass += weight
             k = j
     return k if k >= 0 else None
 

@@ -218,8 +218,8 @@ def build(results: Iterable[Cell], *, trim_significant_figures: bool = False,
     if len(kinds) > 1:
         raise ValueError("a Compare shows times or instruction counts, not both: "
                          "make one Compare of each")
-    merged: list[Any] = (_merge_counts(results) if kinds == {InstructionCounts}
-                         else Measurement.merge(results))
+    merged: list[Any] = (_merge_counts(results) if kinds == {InstructionCounts}  # type: ignore[arg-type]
+                         else Measurement.merge(results))  # type: ignore[arg-type]
     by_label: dict[str | None, list[Any]] = {}
     for r in merged:
         by_label.setdefault(r.task_spec.label, []).append(r)
