@@ -34,7 +34,7 @@ def test_parity_suite_is_the_differential_tests():
             "tests/test_compile.py", "tests/test_op_fuzzers.py"} <= set(files)
     # Files that only mention torch.utils.benchmark, or do not compare with torch.
     assert not {"tests/test_compat_check.py", "tests/test_cpp_headers.py",
-                "tests/test_results.py", "tests/test_recipe.py"} & set(files)
+                "tests/test_packaging.py", "tests/test_recipe.py"} & set(files)
 
 
 def test_venv_gets_the_test_extra_without_its_torch_pin():
