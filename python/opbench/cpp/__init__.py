@@ -9,16 +9,19 @@ works::
     >>> os.path.isfile(os.path.join(opbench.cpp.include_dir(), "opbench", "loop.h"))
     True
 
+``load_inline`` is ``torch.utils.cpp_extension.load_inline`` with torch's
+headers precompiled and builds cached by content (``opbench.cpp.extension``).
+
 Importing this package is cheap: it imports neither torch nor a compiler
-driver. ``CppTimer`` (the C++ engine, ``opbench.engines.cpp.CppEngine``) and
-the error types load on first access.
+driver. ``CppTimer`` (the C++ engine, ``opbench.engines.cpp.CppEngine``),
+``load_inline`` and the error types load on first access.
 """
 from __future__ import annotations
 
 import os
 from typing import Any
 
-__all__ = ["include_dir", "CppTimer", "CompileError", "CompilerNotFoundError"]
+__all__ = ["CompileError", "CompilerNotFoundError", "CppTimer", "include_dir", "load_inline"]
 
 
 def include_dir() -> str:
@@ -44,6 +47,10 @@ def __getattr__(name: str) -> Any:
         from opbench.engines.cpp import CppEngine
 
         return CppEngine
+    if name == "load_inline":
+        from opbench.cpp.extension import load_inline
+
+        return load_inline
     if name in ("CompileError", "CompilerNotFoundError"):
         from opbench import errors
 
