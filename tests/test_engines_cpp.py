@@ -377,6 +377,7 @@ def test_layout_study_reports_each_layout_and_the_spread() -> None:
     info = engine.info()
     assert info["layouts"] == 3 and len(info["layout_medians"]) == 3
     medians = info["layout_medians"]
+    assert all(0 < lo <= med for lo, med in zip(info["layout_minima"], medians))
     assert info["layout_spread"] == pytest.approx(
         (max(medians) - min(medians)) / sorted(medians)[1])
     engine.discard_samples()

@@ -112,6 +112,10 @@ class Timer:
         setup_per_block: C++ only. By default a C++ setup runs once per
             measurement (torch re-runs it before every block, so state the
             statement changes is reset each block); True restores torch's way.
+        layouts: C++ only. N > 1 builds N copies of the statement with its code
+            at N offsets from the 64-byte grid and times them in turn: the
+            Measurement's ``info`` gets each layout's median and their spread
+            (``layout_spread``), the part of a figure code placement can swing.
 
     Raises:
         TypeError: ``stmt`` or ``setup`` is neither a string nor a callable.
@@ -149,6 +153,7 @@ class Timer:
         l2_cache: str = "warm",
         setup_per_block: bool = False,
         record_first_call: bool = False,
+        layouts: int = 1,
     ) -> None:
         # As given, for `kwargs` (and pickling): Timer(**t.kwargs) is the same Timer.
         self._kwargs: dict[str, Any] = {
@@ -158,6 +163,7 @@ class Timer:
             "num_threads": num_threads, "language": language,
             "device_timing": device_timing, "l2_cache": l2_cache,
             "setup_per_block": setup_per_block, "record_first_call": record_first_call,
+            "layouts": layouts,
         }
         for name, value in (("stmt", stmt), ("setup", setup)):
             if not isinstance(value, str) and not callable(value):
@@ -184,6 +190,8 @@ class Timer:
                     f"global_setup is C++ only, got `{global_setup}`. Most likely this code "
                     "can simply be moved to `setup`."
                 )
+            if layouts != 1:
+                raise ValueError("layouts is C++ only (a study of compiled code's placement)")
             # Compiled here too, not only by the engine: a swapped-in _timer_cls
             # (a mock) must not let a syntax error through.
             codes = [
@@ -202,7 +210,8 @@ class Timer:
             engine_cls = CppEngine
             self._language = Language.CPP
             setup_text = "" if setup_text == "pass" else setup_text
-            engine_kwargs = {"global_setup": global_setup, "setup_per_block": setup_per_block}
+            engine_kwargs = {"global_setup": global_setup, "setup_per_block": setup_per_block,
+                             "layouts": layouts}
         else:
             raise ValueError(f"Invalid language `{language}`.")
 

@@ -57,12 +57,16 @@ _TORCH_HEADERS = (
 _NOT_DECLARED = re.compile(r"is not a member of|has not been declared|was not declared")
 
 _CFLAGS = ("-O2", "-std=c++17", "-fPIC", "-fvisibility=hidden")
-# Where hot loops land decides figures: the same 8-instruction loop measured
-# 36.7 us across a 64-byte boundary and 22.9 us inside one. Every function
-# starts on a 64-byte boundary and every loop on a 32-byte one, so a loop's
-# place depends on its own function's code only (chosen by measurement:
-# benchmarks/cpp.py, the layout study).
-CODE_PLACEMENT_FLAGS = ("-falign-functions=64", "-falign-loops=32")
+# Where hot loops land decides figures: with functions 64-byte aligned and loops
+# not, a 64x64 matmul measured 36.8 us in one placement and 20.2 us in seven
+# others. Every function starts on a 64-byte boundary (a loop's place depends on
+# its own function's code only, not on what else the library holds) and every
+# loop on one too (a loop of up to 64 bytes never straddles a fetch block).
+# Chosen by benchmarks/cpp_placement.py: over six statements and eight code
+# offsets, the widest spread was 12.6% with g++'s defaults, 9.7% with
+# -falign-loops=32, 82% with -falign-functions=64 alone, 7.6% with it and
+# -falign-loops=32, and 6.3% with these (1% but for a branchy sort).
+CODE_PLACEMENT_FLAGS = ("-falign-functions=64", "-falign-loops=64")
 
 # Loop time between returns to Python (for Ctrl-C), and step()'s "unfinished".
 _SLICE_NS = 10_000_000
@@ -331,11 +335,11 @@ def _load(stmt: str, setup: str, global_setup: str, layout: int = 0,
           layouts: int = 1) -> _Library:
     source = generate_source(stmt, setup, global_setup)
     shift = layout_flags(layout, layouts)
+    key = (source, " ".join([*CODE_PLACEMENT_FLAGS, *shift]))
     with _LOCK:
-        lib = _LOADED.get((source, " ".join(shift)))
+        lib = _LOADED.get(key)
         if lib is None:
-            lib = _LOADED[(source, " ".join(shift))] = _build(
-                source, stmt, setup, global_setup, shift)
+            lib = _LOADED[key] = _build(source, stmt, setup, global_setup, shift)
         return lib
 
 
@@ -444,20 +448,22 @@ class CppEngine(Engine):
         self._records.clear()
 
     def info(self) -> dict[str, Any]:
-        """With ``layouts > 1``: ``layouts``, ``layout_medians`` (seconds per run, one
-        per layout that ran a block since the last ``discard_samples``) and
-        ``layout_spread`` (their ``(max - min) / median``; None below two layouts)."""
+        """With ``layouts > 1``: ``layouts``; ``layout_medians`` and ``layout_minima``
+        (seconds per run, one per layout that ran a block since the last
+        ``discard_samples``; minima are what preemption on a busy machine cannot
+        inflate); and ``layout_spread``, the medians' ``(max - min) / median``
+        (None below two layouts)."""
         if self._layouts == 1:
             return {}
-        medians = []
-        for layout in range(self._layouts):
-            times = [t for k, t in self._records if k == layout]
-            if times:
-                medians.append(statistics.median(times))
+        per_layout = [[t for k, t in self._records if k == layout]
+                      for layout in range(self._layouts)]
+        medians = [statistics.median(times) for times in per_layout if times]
         spread = None
         if len(medians) >= 2:
             spread = (max(medians) - min(medians)) / statistics.median(medians)
-        return {"layouts": self._layouts, "layout_medians": medians, "layout_spread": spread}
+        return {"layouts": self._layouts, "layout_medians": medians,
+                "layout_minima": [min(times) for times in per_layout if times],
+                "layout_spread": spread}
 
     def timeit(self, number: int) -> float:
         """Seconds taken by `number` runs of stmt (0 runs: the loop's fixed cost)."""
