@@ -30,6 +30,9 @@ extern "C" int answer() {{ std::map<std::string, int> m{{{{"a", {value}}}}}; ret
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OPBENCH_CACHE_DIR", str(tmp_path / "cache"))
     pch._verified.cache_clear()  # each test starts as a fresh process would
+    # One compiler at a time (a one-core machine), so the order of calls is fixed;
+    # test_first_build_compiles_beside_the_precompiling covers the two-core way.
+    monkeypatch.setattr(build, "_spare_core_and_memory", lambda: False)
     return tmp_path / "cache"
 
 
@@ -77,6 +80,22 @@ def test_built_once_and_used_by_every_build(tmp_path: Path, monkeypatch: pytest.
     assert _calls(tmp_path) == ["pch", "compile", "compile"]
     assert _entry(_cache).stat().st_size > 100_000
     assert not list((_cache / "pch").glob(".*"))  # no leftover build or trash directories
+
+
+def test_first_build_compiles_beside_the_precompiling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path) -> None:
+    # With a spare core, the first build does not wait for the PCH to compile
+    # through it: it compiles plainly meanwhile; the next build uses the PCH.
+    monkeypatch.setattr(build, "_spare_core_and_memory", lambda: True)
+    monkeypatch.setenv("CXX", str(_compiler(tmp_path)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecompiledHeaderWarning)
+        assert _build(1) == 1
+        calls = _calls(tmp_path)
+        assert sorted(calls) == ["compile", "pch"]
+        assert _build(2) == 2
+    assert _calls(tmp_path)[2:] == ["compile"]
+    assert _entry(_cache).is_file()
 
 
 def test_a_corrupt_pch_is_rebuilt_and_what_was_built_from_it_discarded(

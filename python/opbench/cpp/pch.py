@@ -43,7 +43,7 @@ from pathlib import Path
 
 from opbench.errors import PrecompiledHeaderWarning, warn
 
-__all__ = ["Pch", "invalidate", "obtain", "unused_reason"]
+__all__ = ["Pch", "find", "invalidate", "obtain", "unused_reason"]
 
 _FORMAT = 1
 _HEADER = "opbench_pch.h"
@@ -86,14 +86,26 @@ def _verified(path: str, sha256: str, size: int, mtime_ns: int, inode: int) -> b
     return digest.hexdigest() == sha256
 
 
+def _key(compiler_identity: str, cflags: Sequence[str], header_text: str,
+         key_parts: Sequence[str]) -> str:
+    return hashlib.sha256("\0".join([
+        f"opbench-pch-{_FORMAT}", compiler_identity, *cflags, header_text, *key_parts,
+    ]).encode()).hexdigest()[:32]
+
+
+def find(compiler_identity: str, cflags: Sequence[str], header_text: str,
+         key_parts: Sequence[str], root: Path) -> Pch | None:
+    """The valid cached entry for these inputs, or None; never builds."""
+    key = _key(compiler_identity, cflags, header_text, key_parts)
+    return _load(root / "pch" / key, compiler_identity)
+
+
 def obtain(cxx: str, compiler_identity: str, cflags: Sequence[str], header_text: str,
            key_parts: Sequence[str], root: Path) -> Pch | None:
     """The precompiled ``header_text`` for builds with exactly ``cflags``, built now if the
     cache has no valid entry. None, after one warning per process and reason, when the
     compiler cannot precompile it: callers then build without it."""
-    key = hashlib.sha256("\0".join([
-        f"opbench-pch-{_FORMAT}", compiler_identity, *cflags, header_text, *key_parts,
-    ]).encode()).hexdigest()[:32]
+    key = _key(compiler_identity, cflags, header_text, key_parts)
     pch_root = root / "pch"
     entry = _load(pch_root / key, compiler_identity)
     if entry is not None:

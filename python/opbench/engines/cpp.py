@@ -1,8 +1,9 @@
 """The C++ engine: C++ statements timed from Python, behind ``Timer(..., language="c++")``.
 
 The statement is compiled into a small shared library (torch-free code with
-opbench's headers alone, code that mentions torch against libtorch), cached
-on disk by content hash, and driven through a C ABI with ctypes.
+opbench's headers alone, code that mentions torch against libtorch through a
+precompiled ``<torch/types.h>``), cached on disk by content hash, and driven
+through a C ABI with ctypes.
 
 Differences from ``torch.utils.benchmark``, all deliberate:
 
@@ -19,6 +20,11 @@ Differences from ``torch.utils.benchmark``, all deliberate:
   Fix it with ``opbench::do_not_optimize(result);``.
 * Compilation is lazy (first ``timeit``), as in torch, but the library
   survives the process: a second process starts measuring at once.
+* No untimed warm-up run: the first ``timeit`` after construction runs the
+  statement cold (``record_first_call`` measures it); warm-up is Timer's.
+* The loop runs without the GIL and hands control back to Python every 10 ms
+  of loop time (the pauses are not timed), so Ctrl-C raises KeyboardInterrupt
+  promptly and setup's frame is unwound.
 * ``timer`` is ignored: the loop reads opbench's steady clock in C++.
 
 Example (needs a C++ compiler; the first run compiles, about a second)::
