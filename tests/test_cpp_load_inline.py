@@ -1,10 +1,11 @@
 """opbench.cpp.load_inline with a real compiler and torch's real headers: torch's
 signature, a normal extension module, a rebuild that reuses the precompiled
-<torch/extension.h>, and errors at the user's own lines. The precompiled header is
-the one the recipe's test (test_recipe_cpp.py) uses: same flags, the run's shared
-cache, built once per run."""
+<torch/extension.h>, and errors at the user's own lines. The extension and the
+precompiled header are the recipe's (test_recipe_cpp.py): same source and flags,
+the run's shared cache, so each is built once per run."""
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import shutil
 import subprocess
@@ -24,9 +25,14 @@ from opbench.errors import CompileError, PrecompiledHeaderWarning
 
 # The recipe's flags (examples/recipe_section8.py), so the two files share one PCH.
 FLAGS = {"extra_cflags": ["-O2"], "extra_include_paths": [include_dir()]}
-SOURCE = """
-torch::Tensor scaled(const torch::Tensor& x) {{ return x * {factor}; }}
-"""
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "recipe_section8.py"
+
+
+def _recipe():
+    spec = importlib.util.spec_from_file_location("recipe_section8", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -48,29 +54,34 @@ def test_signature_is_torchs() -> None:
 
 
 def test_extension_module_and_rebuild_through_the_pch(_cache: Path) -> None:
+    # The first build is the recipe's extension (test_recipe_cpp.py builds the same one,
+    # so the run compiles it once); then one function changes, as in an A/B edit.
+    recipe = _recipe()
+    first = recipe.build_module()
+    head, _, tail = recipe.CPP_SOURCE.rpartition("a.mul(b).sum(-1)")  # v1's body
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecompiledHeaderWarning)  # the PCH must be used
-        first = load_inline("opbench_li_test", SOURCE.format(factor=2), functions=["scaled"],
-                            **FLAGS)
-        # One function changed: a new build, under torch's versioned name (pybind11
-        # keeps one module per name and process), from the same precompiled header.
-        second = load_inline("opbench_li_test", SOURCE.format(factor=3),
-                             functions={"scaled": "x times three"}, **FLAGS)
-    x = torch.ones(3)
-    assert torch.equal(first.scaled(x), 2 * x) and torch.equal(second.scaled(x), 3 * x)
-    assert first.__name__ == "opbench_li_test" and second.__name__ == "opbench_li_test_v1"
-    assert second.scaled.__doc__.strip().endswith("x times three")
+        second = load_inline(first.__name__, [head + "(a * b).sum(-1) * 2" + tail],
+                             functions={name: f"doc of {name}" for name in recipe.FUNCTIONS},
+                             **FLAGS)
+    x = torch.ones(2, 3)
+    assert torch.equal(first.batched_dot_mul_sum_v1(x, x), torch.full((2,), 3.0))
+    assert torch.equal(second.batched_dot_mul_sum_v1(x, x), torch.full((2,), 6.0))
+    # A changed build under an already loaded name gets torch's versioned name
+    # (pybind11 keeps one module per name and process).
+    assert second.__name__ == f"{first.__name__}_v1"
+    assert "doc of batched_dot_mul_sum_v0" in second.batched_dot_mul_sum_v0.__doc__
     assert len(list((_cache / "pch").glob("*/opbench_pch.h.gch"))) >= 1
     # A normal extension module: another process imports it from its file, as the
     # recipe's callgrind children (and torch's own tools) do.
     child = ("import importlib.util, sys, torch\n"
              "spec = importlib.util.spec_from_file_location(sys.argv[1], sys.argv[2])\n"
              "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-             "print(m.scaled(torch.ones(1)).item())")
+             "print(m.batched_dot_mul_sum_v1(torch.ones(1, 3), torch.ones(1, 3)).item())")
     out = subprocess.run([sys.executable, "-c", child, second.__name__, second.__file__],
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "3.0"
+    assert out.stdout.strip() == "6.0"
 
 
 def test_compile_errors_name_the_users_source_and_line() -> None:

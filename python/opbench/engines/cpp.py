@@ -64,14 +64,15 @@ _NOT_DECLARED = re.compile(r"is not a member of|has not been declared|was not de
 
 _CFLAGS = ("-O2", "-std=c++17", "-fPIC", "-fvisibility=hidden")
 # Where hot loops land decides figures: with functions 64-byte aligned and loops
-# not, a 64x64 matmul measured 36.8 us in one placement and 20.2 us in seven
+# not, a 64x64 matmul measured 36.3 us in one placement and 20.4 us in seven
 # others. Every function starts on a 64-byte boundary (a loop's place depends on
 # its own function's code only, not on what else the library holds) and every
 # loop on one too (a loop of up to 64 bytes never straddles a fetch block).
-# Chosen by benchmarks/cpp_placement.py: over six statements and eight code
-# offsets, the widest spread was 12.6% with g++'s defaults, 9.7% with
-# -falign-loops=32, 82% with -falign-functions=64 alone, 7.6% with it and
-# -falign-loops=32, and 6.3% with these (1% but for a branchy sort).
+# Chosen by benchmarks/cpp_placement.py (six statements, eight code offsets,
+# three runs on a Zen 4): the widest spread of a statement's figure across
+# offsets was 10-13% with g++'s defaults, 7-10% with -falign-loops=32, ~80% with
+# -falign-functions=64 alone, 5-8% with it and -falign-loops=32, 5-6% with
+# these (a branchy sort; 1-4% for the other five).
 CODE_PLACEMENT_FLAGS = ("-falign-functions=64", "-falign-loops=64")
 
 # Loop time between returns to Python (for Ctrl-C), and step()'s "unfinished".
