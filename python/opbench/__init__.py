@@ -32,7 +32,9 @@ from opbench.errors import (
     Error,
     FuzzerSpecError,
     LaunchHoldWarning,
+    KeyCollisionError,
     MachineWarning,
+    NothingToCompareError,
     ResolutionWarning,
     ResultsFileError,
     ResultsFileWarning,
@@ -70,6 +72,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "__version__",
     "ABResult",
     "BenchmarkWarning",
     "CallgrindError",
@@ -88,7 +91,9 @@ __all__ = [
     "FuzzerSpecError",
     "Language",
     "LaunchHoldWarning",
+    "KeyCollisionError",
     "MachineWarning",
+    "NothingToCompareError",
     "Measurement",
     "Progress",
     "ResolutionWarning",

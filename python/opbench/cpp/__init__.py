@@ -13,15 +13,15 @@ works::
 headers precompiled and builds cached by content (``opbench.cpp.extension``).
 
 Importing this package is cheap: it imports neither torch nor a compiler
-driver. ``CppTimer`` (the C++ engine, ``opbench.engines.cpp.CppEngine``),
-``load_inline`` and the error types load on first access.
+driver. The C++ engine (``Timer(..., language="c++")``) is
+``opbench.engines.cpp``; ``load_inline`` loads on first access.
 """
 from __future__ import annotations
 
 import os
 from typing import Any
 
-__all__ = ["CompileError", "CompilerNotFoundError", "CppTimer", "include_dir", "load_inline"]
+__all__ = ["include_dir", "load_inline"]
 
 
 def include_dir() -> str:
@@ -43,16 +43,8 @@ def include_dir() -> str:
 
 def __getattr__(name: str) -> Any:
     # Lazy, so `import opbench` stays free of subprocess/ctypes/hashlib work.
-    if name == "CppTimer":
-        from opbench.engines.cpp import CppEngine
-
-        return CppEngine
     if name == "load_inline":
         from opbench.cpp.extension import load_inline
 
         return load_inline
-    if name in ("CompileError", "CompilerNotFoundError"):
-        from opbench import errors
-
-        return getattr(errors, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
