@@ -22,8 +22,8 @@ changed input header makes it rebuilt. The binary's hash is checked once per
 process (``verify``), alongside the first compile that uses it, whose result
 is thrown away if the check fails.
 
-    >>> _binary_suffix("/usr/bin/g++\ng++ (Debian 12.2.0-14) 12.2.0")
-    '.gch'
+    >>> _binary_suffix("g++ (Debian 12.2.0-14) 12.2.0"), _binary_suffix("clang version 14")
+    ('.gch', '.pch')
 """
 from __future__ import annotations
 
