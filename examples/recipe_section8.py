@@ -1,22 +1,28 @@
 """The benchmark recipe's section 8 with opbench: two C++ implementations of the
-same function, built with ``torch.utils.cpp_extension.load_inline``, one taking
-its tensors by value (v0) and one by const reference (v1), compared by time and
-then by instruction counts (callgrind), whose delta shows which is cheaper.
+same function, built with ``load_inline``, one taking its tensors by value (v0)
+and one by const reference (v1), compared by time and then by instruction
+counts (callgrind), whose delta shows which is cheaper.
 
-The extension also includes opbench's own header library (through
+The extension is built by ``opbench.cpp.load_inline``, torch's ``load_inline``
+with torch's headers precompiled once and builds cached by content: after the
+first build, editing one function rebuilds in seconds rather than half a
+minute. It also includes opbench's own header library (through
 ``opbench.cpp.include_dir()``) to time the by-reference call in a C++ loop with
 no Python in it, the figure the Python-level timing cannot isolate.
 
 Run it::
 
-    python examples/recipe_section8.py          # ~30-60 s the first time (compiles)
+    python examples/recipe_section8.py          # ~1-2 min the first time (compiles)
+    python examples/recipe_section8.py --loader torch  # torch's load_inline instead
 
-The instruction counts need valgrind (about 20 s per collection).
+The instruction counts need valgrind (about 20 s per collection;
+``--skip-callgrind`` leaves them out).
 """
 from __future__ import annotations
 
+import argparse
 import textwrap
-from typing import Any
+from typing import Any, Callable
 
 import opbench.cpp
 
@@ -56,10 +62,12 @@ REPLACEMENTS = (
 )
 
 
-def build_module(verbose: bool = False) -> Any:
-    """Compiles the extension (torch caches the build under ~/.cache/torch_extensions)."""
-    from torch.utils.cpp_extension import load_inline
-
+def build_module(verbose: bool = False, load_inline: Callable[..., Any] | None = None) -> Any:
+    """Compiles the extension with ``opbench.cpp.load_inline`` (cached in opbench's C++
+    cache), or with the ``load_inline`` given (torch's, to compare: it caches under
+    ~/.cache/torch_extensions)."""
+    if load_inline is None:
+        load_inline = opbench.cpp.load_inline
     return load_inline(
         name="opbench_recipe_section8",
         cpp_sources=[CPP_SOURCE],
@@ -126,16 +134,27 @@ def pretty_print(module: Any, result: Any) -> None:
     print(repr(result).replace(textwrap.indent(module_import_str(module), "  "), "  import cpp_lib"))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loader", choices=("opbench", "torch"), default="opbench",
+                        help="whose load_inline builds the extension (default: opbench)")
+    parser.add_argument("--skip-callgrind", action="store_true",
+                        help="leave out the instruction counts")
+    args = parser.parse_args(argv)
     import torch
 
-    module = build_module()
+    loader = None
+    if args.loader == "torch":
+        from torch.utils.cpp_extension import load_inline as loader
+    module = build_module(load_inline=loader)
     x = torch.randn(10000, 64)
     assert torch.equal(module.batched_dot_mul_sum_v0(x, x), module.batched_dot_mul_sum_v1(x, x))
     small = torch.randn(2, 2)  # tiny tensors: the call overhead is what is measured
-    for name, m in compare(module, small).items():
+    for m in compare(module, small).values():
         print(m)
     print(f"by reference, C++ loop: {module.by_reference_ns_per_call(small, small, 100000):.0f} ns/call")
+    if args.skip_callgrind:
+        return
 
     from opbench.callgrind.collect import callgrind_unavailable_reason
 

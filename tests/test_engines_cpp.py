@@ -3,6 +3,7 @@ compiler on torch-free statements (about a second each to compile, cached per
 test session), plus text parity with torch through a mock engine."""
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import stat
@@ -15,7 +16,16 @@ from pathlib import Path
 import pytest
 
 from opbench.cpp import build
-from opbench.engines.cpp import CppEngine as CppTimer, generate_source, uses_torch
+from opbench.engines.cpp import (
+    CppEngine as CppTimer,
+)
+from opbench.engines.cpp import (
+    generate_source,
+    layout_flags,
+    torch_header,
+    uses_torch,
+)
+from opbench.errors import PrecompiledHeaderWarning
 
 HAS_CXX = any(shutil.which(c) for c in ("c++", "g++", "clang++"))
 needs_cxx = pytest.mark.skipif(not HAS_CXX, reason="no C++ compiler on PATH")
@@ -50,8 +60,16 @@ def test_generated_source_keeps_the_users_line_numbers() -> None:
     for i, line in enumerate(src):
         if line.startswith("#line") and "timer.cpp" in line:
             assert line == f'#line {i + 2} "timer.cpp"'
-    assert "torch/all.h" not in "\n".join(src)
-    assert "#include <torch/all.h>" in generate_source("torch::Tensor t;", "", "")
+    assert "torch/" not in "\n".join(src)
+
+
+def test_torch_code_gets_the_smallest_header_unless_it_asks_for_more() -> None:
+    assert torch_header("auto y = x + 1;", "int x = 1;", "") is None
+    assert torch_header("torch::Tensor t;", "", "") == "torch/types.h"
+    assert "#include <torch/types.h>" in generate_source("torch::Tensor t;", "", "")
+    assert torch_header("", "torch::nn::Linear m(2, 2);", "#include <torch/torch.h>") == "torch/all.h"
+    assert torch_header("", "", "#include <torch/all.h>") == "torch/all.h"
+    assert torch_header("", "", "#include <torch/extension.h>") == "torch/extension.h"
 
 
 def test_globals_are_rejected_like_torch() -> None:
@@ -101,11 +119,11 @@ def test_setup_error_points_at_setup() -> None:
 
 # stmt counts its runs in a setup variable and throws on the 25th: whether
 # setup ran again between blocks decides whether it is reached.
-_COUNTING = dict(
-    stmt='if (++runs == 25) throw std::runtime_error("run 25");',
-    setup="int runs = 0;",
-    global_setup="#include <stdexcept>",
-)
+_COUNTING = {
+    "stmt": 'if (++runs == 25) throw std::runtime_error("run 25");',
+    "setup": "int runs = 0;",
+    "global_setup": "#include <stdexcept>",
+}
 
 
 @needs_cxx
@@ -211,14 +229,15 @@ def test_second_process_reuses_the_cache(tmp_path: Path) -> None:
     env = dict(os.environ, CXX=str(wrapper), OPBENCH_CACHE_DIR=str(tmp_path / "cache"))
 
     def child() -> list[str]:
-        out = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
+                             text=True, check=False)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "False"  # torch-free statements never import torch
-        return [line for line in log.read_text().splitlines() if "timer.cpp" in line]
+        return [line for line in log.read_text().splitlines() if "source.cpp" in line]
 
     assert len(child()) == 1  # compiled once
     assert len(child()) == 1  # second process: loaded from the cache, no compile
-    assert len(list((tmp_path / "cache").glob("*.so"))) == 1
+    assert len(list((tmp_path / "cache").rglob("*.so"))) == 1
 
 
 @needs_cxx
@@ -228,10 +247,10 @@ def test_concurrent_builds_of_one_source_both_succeed(tmp_path: Path) -> None:
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     for p in procs:
-        out, err = p.communicate(timeout=120)
+        _out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
-    assert len(list((tmp_path / "cache").glob("*.so"))) == 1
-    assert not list((tmp_path / "cache").glob(".build-*"))  # temp dirs cleaned up
+    assert len(list((tmp_path / "cache").rglob("*.so"))) == 1
+    assert not list((tmp_path / "cache").rglob(".build-*"))  # temp dirs cleaned up
 
 
 # -- through opbench.Timer ------------------------------------------------------
@@ -268,11 +287,168 @@ def test_measurement_text_matches_torch(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setattr(torch_timer_mod, "CPPTimer", _MockCppEngine)
     monkeypatch.setattr(cpp_timer_mod, "CppEngine", _MockCppEngine)
-    args = dict(stmt="\n    auto y = x + 1;\n", setup="\n    auto x = torch::ones({4});\n",
-                global_setup="#include <vector>", language="c++")
+    args = {"stmt": "\n    auto y = x + 1;\n", "setup": "\n    auto x = torch::ones({4});\n",
+                "global_setup": "#include <vector>", "language": "c++"}
     for method, kwargs in (("timeit", {"number": 1000}), ("blocked_autorange", {}),
                            ("adaptive_autorange", {})):
         ours = getattr(Timer(**args), method)(**kwargs)
         theirs = getattr(torch_timer_mod.Timer(**args), method)(**kwargs)
         assert ours.stmt == theirs.stmt and ours.setup == theirs.setup
         assert repr(ours).split("\n", 1)[1] == repr(theirs).split("\n", 1)[1]
+
+
+# -- the first call, slices, layouts ---------------------------------------------
+
+@needs_cxx
+def test_first_call_is_the_first_call() -> None:
+    # The first run of stmt busy-waits 5 ms; every later one is free. Any untimed
+    # warm-up run before the first-call measurement would report ~0 s instead.
+    from opbench.timer import Timer
+
+    timer = Timer(
+        "if (first) { first = false; auto t0 = opbench::now_ns(); "
+        "while (opbench::now_ns() - t0 < 5000000) {} }",
+        setup="bool first = true;", global_setup='#include "opbench/clock.h"',
+        language="c++", record_first_call=True,
+    )
+    m = timer.timeit(100)
+    assert m.info["first_call_s"] >= 0.005  # the busy-wait itself, at least
+
+
+@needs_cxx
+def test_a_block_in_slices_runs_exactly_n_runs() -> None:
+    # 1 ns slices: the loop hands control back at every stride; the runs still add
+    # up to exactly n, and setup's state carries across the pauses.
+    from opbench.engines.cpp import _load
+
+    lib = _load(stmt='if (++runs > limit) throw std::runtime_error("too many");',
+                setup="std::int64_t runs = 0; const std::int64_t limit = 5000;",
+                global_setup="#include <stdexcept>")
+    session = lib.open()
+    elapsed = ctypes.c_int64(0)
+    try:
+        steps = [lib.step(session, 5000, 1, ctypes.byref(elapsed))]
+        while steps[-1] == 2:
+            steps.append(lib.step(session, -1, 1, ctypes.byref(elapsed)))
+        assert steps[-1] == 0 and len(steps) > 2 and elapsed.value > 0
+        assert lib.step(session, -1, 1, ctypes.byref(elapsed)) == 1  # nothing to continue
+        assert b"no block to continue" in lib.error(session)
+    finally:
+        lib.close(session)
+    session = lib.open()
+    try:
+        assert lib.step(session, 5000, 0, ctypes.byref(elapsed)) == 0
+        assert lib.step(session, 1, 0, ctypes.byref(elapsed)) == 1  # run 5001 throws
+        assert lib.error(session) == b"too many"
+    finally:
+        lib.close(session)
+
+
+def _symbol_offsets(path: Path, name: str) -> int:
+    out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    (address,) = [ln.split()[0] for ln in out.splitlines() if ln.split()[-1] == name]
+    return int(address, 16) % 64
+
+
+@needs_cxx
+@pytest.mark.skipif(shutil.which("nm") is None, reason="needs binutils' nm")
+def test_layouts_place_the_code_at_different_offsets() -> None:
+    engine = CppTimer(stmt="sink = sink * 1.0000001 + 0.5;", setup="volatile double sink = 1;",
+                      layouts=4)
+    engine.prepare()
+    paths = [lib.path for lib in engine._libs]
+    assert len(set(paths)) == 4
+    # Every function starts on a 64-byte boundary in the default build (layout 0),
+    # and 16, 32, 48 bytes past it in the others.
+    assert [_symbol_offsets(p, "opbench_step") for p in paths] == [0, 16, 32, 48]
+    assert [_symbol_offsets(p, "opbench_run") for p in paths] == [0, 16, 32, 48]
+    assert layout_flags(0, 4) == [] and layout_flags(3, 4) == ["-fpatchable-function-entry=48,48"]
+
+
+@needs_cxx
+def test_layout_study_reports_each_layout_and_the_spread() -> None:
+    engine = CppTimer(stmt="sink = sink * 1.0000001 + 0.5;", setup="volatile double sink = 1;",
+                      layouts=3)
+    engine.timeit(10)
+    engine.discard_samples()  # warm-up: not part of the study
+    for _ in range(6):
+        engine.timeit(1000)
+    info = engine.info()
+    assert info["layouts"] == 3 and len(info["layout_medians"]) == 3
+    medians = info["layout_medians"]
+    assert all(0 < lo <= med for lo, med in zip(info["layout_minima"], medians))
+    assert info["layout_spread"] == pytest.approx(
+        (max(medians) - min(medians)) / sorted(medians)[1])
+    engine.discard_samples()
+    engine.timeit(1000)
+    assert engine.info()["layout_spread"] is None  # one layout ran: no spread yet
+
+
+def test_layouts_must_be_a_small_positive_int() -> None:
+    for bad in (0, 65, 2.0, True):
+        with pytest.raises(ValueError, match="layouts must be an int"):
+            CppTimer(stmt="", layouts=bad)
+
+
+# -- the on-disk cache: headers ----------------------------------------------------
+
+@needs_cxx
+def test_an_edited_header_rebuilds_instead_of_reusing_a_stale_library(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import opbench.engines.cpp as engine_module
+
+    # A copy of opbench's own headers (an upgrade edits them in place) and a header of
+    # the user's: both are read through the statement, so both must key the cache.
+    headers = tmp_path / "include"
+    shutil.copytree(engine_module.include_dir(), headers)
+    monkeypatch.setattr(engine_module, "include_dir", lambda: str(headers))
+    mine = tmp_path / "mine.h"
+    mine.write_text('inline const char* message() { return "v1"; }\n')
+
+    def thrown() -> str:
+        monkeypatch.setattr(engine_module, "_LOADED", {})  # as a new process would
+        timer = CppTimer(stmt="throw std::runtime_error(message());",
+                         global_setup=f'#include <stdexcept>\n#include "{mine}"')
+        with pytest.raises(RuntimeError) as info:
+            timer.timeit(1)
+        return str(info.value)
+
+    assert thrown().endswith("v1")
+    mine.write_text('#ifndef MESSAGE\n#define MESSAGE "v2"\n#endif\n'
+                    "inline const char* message() { return MESSAGE; }\n")
+    assert thrown().endswith("v2")
+    barrier = headers / "opbench" / "barrier.h"  # included before global_setup
+    barrier.write_text(barrier.read_text() + '\n#define MESSAGE "v3"\n')
+    assert thrown().endswith("v3")
+
+
+# -- torch:: statements (real torch headers, precompiled once per run) ---------------
+
+@pytest.fixture(scope="module")
+def torch_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("torch")
+    from cpp_cache import torch_cache_dir
+
+    return torch_cache_dir(tmp_path_factory)
+
+
+@needs_cxx
+def test_torch_statement_end_to_end(torch_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opbench.timer import Timer
+
+    monkeypatch.setenv("OPBENCH_CACHE_DIR", str(torch_cache))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecompiledHeaderWarning)  # the PCH must be used
+        timer = Timer("auto y = x + 1; opbench::do_not_optimize(y);",
+                      "auto x = torch::ones({4});", language="c++")
+        m = timer.blocked_autorange(min_run_time=0.05)
+    assert m.median > 0 and "auto y = x + 1;" in str(m)
+    assert len(list((torch_cache / "pch").glob("*/opbench_pch.h.gch"))) >= 1
+    # A wrong statement is reported at the user's own line, through the PCH too, and
+    # a name from the rest of the C++ API says which header brings it.
+    with pytest.raises(build.CompileError) as info:
+        CppTimer(stmt="auto y = x +;", setup="auto x = torch::ones({4});").timeit(1)
+    assert str(info.value).startswith("C++ statement failed to compile: stmt:1:")
+    with pytest.raises(build.CompileError, match="#include <torch/torch.h>"):
+        CppTimer(stmt="torch::nn::Linear m(2, 2);").timeit(1)

@@ -11,6 +11,7 @@ run until the (generous) timeout and fail the test that way.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -93,3 +94,28 @@ def test_cuda_loop_stops_on_ctrl_c():
     out = _interrupt("functools.partial(fake.opbench_fake_launch, 0, 0, 0.01, 0)", 10**12,
                      setup=setup, extra=', device_timing="events"')
     assert "INTERRUPTED threads=3" in out, out
+
+
+def _cpp_interrupt(stmt: str, setup: str, cache) -> str:
+    # The library is compiled and cached before READY, so the signal lands in the
+    # statement's loop, not in the compiler.
+    prepare = (f"import os; os.environ['OPBENCH_CACHE_DIR'] = {str(cache)!r}\n"
+               "from opbench.engines.cpp import CppEngine\n"
+               f"CppEngine(stmt={stmt!r}, setup={setup!r}).prepare()")
+    return _interrupt(repr(stmt), 10**15, setup=prepare,
+                      extra=f", setup={setup!r}, language='c++'")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT delivery to a child is POSIX")
+@pytest.mark.skipif(not any(shutil.which(c) for c in ("c++", "g++", "clang++")),
+                    reason="no C++ compiler on PATH")
+@pytest.mark.parametrize("stmt", [
+    "sink = sink + 1;",  # about a nanosecond: strides of a million runs
+    "auto t0 = opbench::now_ns(); while (opbench::now_ns() - t0 < 1000000) {}",  # 1 ms
+], ids=["ns", "ms"])
+def test_cpp_statement_loop_stops_on_ctrl_c(stmt, tmp_path):
+    # The compiled loop runs with the GIL released, where Python cannot run its
+    # handler: it must come back to Python every few milliseconds of loop time.
+    out = _cpp_interrupt(stmt, "volatile long sink = 0;", tmp_path)
+    assert "INTERRUPTED threads=3" in out, out
+    assert not list(tmp_path.rglob(".build-*"))

@@ -1,7 +1,8 @@
 """The recipe's section 8 (examples/recipe_section8.py): two load_inline
 implementations compared with opbench, by time and by instruction counts. One
-load_inline build (~30-60 s, cached by torch across runs) shared by every test
-in this file; two callgrind collections (~20 s each under valgrind)."""
+opbench.cpp.load_inline build shared by every test in this file, through the
+run's shared C++ cache (torch's extension header is precompiled once per run);
+two callgrind collections (~20 s each under valgrind)."""
 from __future__ import annotations
 
 import importlib.util
@@ -27,8 +28,12 @@ def recipe():
 
 
 @pytest.fixture(scope="module")
-def extension(recipe):
-    return recipe.build_module()
+def extension(recipe, tmp_path_factory):
+    from cpp_cache import torch_cache_dir
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPBENCH_CACHE_DIR", str(torch_cache_dir(tmp_path_factory)))
+        return recipe.build_module()
 
 
 def test_both_implementations_agree(extension) -> None:

@@ -59,6 +59,7 @@ __all__ = [
     "LaunchHoldWarning",
     "ResolutionWarning",
     "ResultsFileWarning",
+    "PrecompiledHeaderWarning",
     "WarningRecord",
     "warn",
     "recording",
@@ -171,6 +172,11 @@ class ResolutionWarning(BenchmarkWarning):
 
 class ResultsFileWarning(BenchmarkWarning):
     """Part of a result could not be written to a results file and was left out."""
+
+
+class PrecompiledHeaderWarning(BenchmarkWarning):
+    """torch's headers could not be precompiled, or the compiler would not use the
+    precompiled header: C++ code that uses torch is built without it (correct, slower)."""
 
 
 # -- warning records ----------------------------------------------------------

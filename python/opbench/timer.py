@@ -155,6 +155,10 @@ class Timer:
         name: the benchmark's name in results files and regression gates
             (``TaskSpec.key``). Default: for a callable timed without labels,
             its module-qualified name; otherwise the labels, else the statement.
+        layouts: C++ only. N > 1 builds N copies of the statement with its code
+            at N offsets from the 64-byte grid and times them in turn: the
+            Measurement's ``info`` gets each layout's median and their spread
+            (``layout_spread``), the part of a figure code placement can swing.
 
     Raises:
         TypeError: ``stmt`` or ``setup`` is neither a string nor a callable.
@@ -193,6 +197,7 @@ class Timer:
         setup_per_block: bool = False,
         record_first_call: bool = False,
         name: str | None = None,
+        layouts: int = 1,
     ) -> None:
         # As given, for `kwargs` (and pickling): Timer(**t.kwargs) is the same Timer.
         self._kwargs: dict[str, Any] = {
@@ -203,6 +208,7 @@ class Timer:
             "device_timing": device_timing, "l2_cache": l2_cache,
             "setup_per_block": setup_per_block, "record_first_call": record_first_call,
             "name": name,
+            "layouts": layouts,
         }
         for what, value in (("stmt", stmt), ("setup", setup)):
             if not isinstance(value, str) and not callable(value):
@@ -229,6 +235,8 @@ class Timer:
                     f"global_setup is C++ only, got `{global_setup}`. Most likely this code "
                     "can simply be moved to `setup`."
                 )
+            if layouts != 1:
+                raise ValueError("layouts is C++ only (a study of compiled code's placement)")
             # Compiled here too, not only by the engine: a swapped-in _timer_cls
             # (a mock) must not let a syntax error through.
             codes = [
@@ -247,7 +255,8 @@ class Timer:
             engine_cls = CppEngine
             self._language = Language.CPP
             setup_text = "" if setup_text == "pass" else setup_text
-            engine_kwargs = {"global_setup": global_setup, "setup_per_block": setup_per_block}
+            engine_kwargs = {"global_setup": global_setup, "setup_per_block": setup_per_block,
+                             "layouts": layouts}
         else:
             raise ValueError(f"Invalid language `{language}`.")
 

@@ -9,15 +9,19 @@ works::
     >>> os.path.isfile(os.path.join(opbench.cpp.include_dir(), "opbench", "loop.h"))
     True
 
+``load_inline`` is ``torch.utils.cpp_extension.load_inline`` with torch's
+headers precompiled and builds cached by content (``opbench.cpp.extension``).
+
 Importing this package is cheap: it imports neither torch nor a compiler
 driver. The C++ engine (``Timer(..., language="c++")``) is
-``opbench.engines.cpp``.
+``opbench.engines.cpp``; ``load_inline`` loads on first access.
 """
 from __future__ import annotations
 
 import os
+from typing import Any
 
-__all__ = ["include_dir"]
+__all__ = ["include_dir", "load_inline"]
 
 
 def include_dir() -> str:
@@ -35,3 +39,12 @@ def include_dir() -> str:
         "opbench's C++ headers are missing (looked in " + ", ".join(candidates) + "); "
         "reinstall opbench"
     )
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so `import opbench` stays free of subprocess/ctypes/hashlib work.
+    if name == "load_inline":
+        from opbench.cpp.extension import load_inline
+
+        return load_inline
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
