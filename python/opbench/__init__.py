@@ -35,11 +35,14 @@ from opbench.errors import (
     KeyCollisionError,
     MachineWarning,
     NothingToCompareError,
+    PlacementError,
     ResolutionWarning,
     ResultsFileError,
     ResultsFileWarning,
     SampleSizeWarning,
+    SchedulerUnreachableError,
     SerializationError,
+    SweepError,
     ThrottleWarning,
     UsageError,
 )
@@ -51,8 +54,9 @@ from opbench.measurement import (
     trim_sigfig,
     unit_to_english,
 )
-from opbench.progress import Progress, run_all
+from opbench.progress import Progress
 from opbench.results import load, save
+from opbench.sweep import run_all
 from opbench.timer import Language, Timer, default_timer
 
 # `opbench.timer` is the module opbench/timer.py, callable as torch's clock
@@ -95,12 +99,15 @@ __all__ = [
     "MachineWarning",
     "NothingToCompareError",
     "Measurement",
+    "PlacementError",
     "Progress",
     "ResolutionWarning",
     "ResultsFileError",
     "ResultsFileWarning",
     "SampleSizeWarning",
+    "SchedulerUnreachableError",
     "SerializationError",
+    "SweepError",
     "TaskSpec",
     "ThrottleWarning",
     "Timer",

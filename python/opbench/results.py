@@ -411,6 +411,10 @@ def load(path: str | os.PathLike[str]) -> Results:
 def loads(data: bytes | str, *, source: str = "<string>") -> Results:
     """``load`` from the text (or bytes) itself; ``source`` names it in errors."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    from opbench import sweep_file  # a sweep's streamed file (JSON lines) reads as one Results
+
+    if sweep_file.is_sweep(raw):
+        return sweep_file.loads(raw, source=source)
     try:
         doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
