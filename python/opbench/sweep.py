@@ -41,9 +41,11 @@ import os
 from collections.abc import Iterable
 from typing import IO, Any
 
+from opbench import results as _results
 from opbench.errors import SweepError
 from opbench.measurement import Measurement
 from opbench.progress import Progress
+from opbench.sweep_file import SweepWriter, jsonish
 
 __all__ = ["TaskFailure", "run_all", "task_keys"]
 
@@ -126,6 +128,13 @@ def _received(value: Any, environment: dict[str, Any] | None, on_worker: bool) -
         spec = dataclasses.replace(spec, env=environment["hostname"])
     return dataclasses.replace(value, task_spec=spec,
                                info={**value.info, "environment": environment})
+
+
+def _document(m: Measurement, environment: dict[str, Any]) -> dict[str, Any]:
+    """``m`` as a results document measured in ``environment`` (kept there, not in info)."""
+    stored = dataclasses.replace(
+        m, info={k: v for k, v in m.info.items() if k != "environment"})
+    return json.loads(_results.dumps(stored, environment=jsonish(environment)))
 
 
 def _here(timers: list[Any], todo: list[int], method: str, kwargs: dict[str, Any],
@@ -226,12 +235,11 @@ def run_all(
     keys: list[str] = []
     writer = None
     if results_path is not None:
-        from opbench.sweep_file import SweepWriter
-
         keys = task_keys(timers)
         writer = SweepWriter(results_path, method, kwargs, resume=resume)
         for i, key in enumerate(keys):
-            results[i] = writer.completed.get(key)
+            if key in writer.completed:
+                results[i] = _results.loads(json.dumps(writer.completed[key]))[0]
 
     def keep(i: int, value: Any, environment: dict[str, Any] | None) -> None:
         if writer is not None and environment is None:
@@ -240,7 +248,7 @@ def run_all(
             environment = worker_environment(None)
         results[i] = _received(value, environment, on_worker=executor is not None)
         if writer is not None:
-            writer.add_result(keys[i], i, results[i], environment)
+            writer.add_result(keys[i], i, _document(results[i], environment))
 
     def fail(failure: TaskFailure) -> None:
         failures.append(failure)

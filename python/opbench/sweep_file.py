@@ -20,38 +20,38 @@ and of how many earlier timers of the sweep share that TaskSpec, so a
 resumed sweep skips exactly what the file holds.
 
 ``opbench.load`` and ``python -m opbench show`` read a sweep file as one
-``Results``: its successful measurements in file order (each with its
-worker's environment in ``info["environment"]``), ``environment`` the facts
-all workers share (a fact that differs lists its values, ``"a, b"``), and
-``failures``: the tasks that never succeeded.
+results document (``as_results_document``): its successful measurements in
+file order, each with its worker's environment in ``info["environment"]``,
+and as ``environment`` the facts all workers share (a fact that differs
+lists its values, ``"a, b"``). ``failures`` lists the tasks that never
+succeeded. The writer takes results documents (``opbench.results.dumps``),
+so this module knows lines, not Measurements.
 
 Example:
-    >>> import os, tempfile
+    >>> import json, os, tempfile
     >>> from opbench import Measurement, TaskSpec, load
+    >>> from opbench.results import dumps
     >>> from opbench.sweep_file import SweepWriter
     >>> path = os.path.join(tempfile.mkdtemp(), "sweep.jsonl")
     >>> m = Measurement(100, [1e-4, 2e-4], TaskSpec("f()", "pass", label="demo"))
     >>> with SweepWriter(path, "timeit", {"number": 100}) as out:
-    ...     out.add_result("k0", 0, m, {"hostname": "a"})
+    ...     out.add_result("k0", 0, json.loads(dumps(m, environment={"hostname": "a"})))
     >>> loaded = load(path)
     >>> loaded[0].raw_times == m.raw_times, loaded.environment["hostname"]
     (True, 'a')
 """
 from __future__ import annotations
 
-import dataclasses
-import fcntl
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from opbench import environment as _environment
-from opbench import results
 from opbench.errors import ResultsFileError, ResultsFileWarning, warn
-from opbench.measurement import Measurement
 
-__all__ = ["FORMAT", "VERSION", "SweepWriter", "is_sweep", "jsonish", "load", "loads"]
+__all__ = ["FORMAT", "VERSION", "SweepWriter", "as_results_document", "failures", "is_sweep",
+           "jsonish"]
 
 FORMAT = "opbench-sweep"
 VERSION = 1
@@ -114,23 +114,20 @@ def _parse(data: bytes, source: str) -> tuple[dict[str, Any], list[dict[str, Any
     return header, entries, complete
 
 
-def _measurement(entry: dict[str, Any], source: str) -> Measurement:
-    doc = entry["result"]
-    loaded = results.loads(json.dumps(doc), source=f"{source}: line {entry['_line']}")
-    if len(loaded) != 1:
-        raise ResultsFileError(f"{source}: line {entry['_line']}: expected one measurement, "
-                               f"got {len(loaded)}")
-    m = loaded[0]
-    m.info["environment"] = loaded.environment
-    return m
+def _with_environment(doc: dict[str, Any]) -> dict[str, Any]:
+    """A result line's document with the worker's environment copied into each
+    measurement's ``info["environment"]``, where it stays when documents merge."""
+    measurements = [{**m, "info": {**(m.get("info") or {}), "environment": doc.get("environment")}}
+                    if isinstance(m, dict) else m for m in doc.get("measurements") or []]
+    return {**doc, "measurements": measurements}
 
 
-def _completed(entries: list[dict[str, Any]], source: str) -> dict[str, Measurement]:
-    """key -> Measurement of each task that succeeded (the first success of a key)."""
-    done: dict[str, Measurement] = {}
+def _completed(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """key -> results document of each task that succeeded (its first success)."""
+    done: dict[str, dict[str, Any]] = {}
     for entry in entries:
         if entry["status"] == "ok" and entry["key"] not in done:
-            done[entry["key"]] = _measurement(entry, source)
+            done[entry["key"]] = _with_environment(entry["result"])
     return done
 
 
@@ -147,24 +144,29 @@ def _summary(environments: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def loads(data: bytes, *, source: str = "<string>") -> results.Results:
-    """A sweep file's bytes as ``Results`` (see the module doc)."""
+def as_results_document(data: bytes, source: str, format_version: tuple[str, int]) -> bytes:
+    """A sweep file's bytes as one results document (``opbench.results``' format, given
+    as ``format_version``), for ``opbench.results.loads``; other bytes unchanged."""
+    if not is_sweep(data):
+        return data
     _, entries, _ = _parse(data, source)
-    done = _completed(entries, source)
-    measurements = list(done.values())
-    loaded = results.Results(
-        measurements,
-        environment=_summary([m.info.get("environment") or {} for m in measurements]))
-    loaded.failures = [  # type: ignore[attr-defined]
-        {k: v for k, v in e.items() if k != "_line"} for e in entries
-        if e["status"] == "failed" and e["key"] not in done]
-    return loaded
+    docs = list(_completed(entries).values())
+    versions = [d.get("version") for d in docs if isinstance(d.get("version"), int)]
+    merged = {
+        "format": format_version[0],
+        "version": max([format_version[1], *versions]),
+        "environment": _summary([d.get("environment") or {} for d in docs]),
+        "measurements": [m for d in docs for m in d["measurements"]],
+    }
+    return json.dumps(merged).encode()
 
 
-def load(path: str | os.PathLike[str]) -> results.Results:
-    """``loads`` of the file at ``path``."""
-    p = Path(path)
-    return loads(p.read_bytes(), source=str(p))
+def failures(data: bytes, source: str = "<string>") -> list[dict[str, Any]]:
+    """The failed-task lines of a sweep file whose task never succeeded."""
+    _, entries, _ = _parse(data, source)
+    done = _completed(entries)
+    return [{k: v for k, v in e.items() if k != "_line"} for e in entries
+            if e["status"] == "failed" and e["key"] not in done]
 
 
 class SweepWriter:
@@ -178,7 +180,7 @@ class SweepWriter:
             a file is refused rather than overwritten.
 
     ``completed`` maps the key of each task the file already holds to its
-    Measurement. Use as a context manager (``close()`` releases the file).
+    results document (the worker's environment in each measurement's info). Use as a context manager (``close()`` releases the file).
 
     Raises:
         ResultsFileError: the file holds results and ``resume`` is False; it
@@ -200,13 +202,15 @@ class SweepWriter:
             raise
 
     def _open(self, method: str, kwargs: Any, resume: bool) -> None:
+        import fcntl
+
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise ResultsFileError(f"{self.path}: another sweep is writing this file; wait "
                                    "for it, or choose another path") from None
         data = self.path.read_bytes()
-        self.completed: dict[str, Measurement] = {}
+        self.completed: dict[str, dict[str, Any]] = {}
         if not data.strip():
             os.ftruncate(self._fd, 0)
             self._append({"format": FORMAT, "version": VERSION, "method": method,
@@ -226,7 +230,7 @@ class SweepWriter:
                 f"{self.path}: was written by run_all(method={header.get('method')!r}, "
                 f"**{header.get('kwargs')}); this sweep calls method={method!r} with "
                 f"**{kwargs}. Resume with the same method and keywords, or use another path.")
-        self.completed = _completed(entries, str(self.path))
+        self.completed = _completed(entries)
         if complete < len(data):
             os.ftruncate(self._fd, complete)  # the cut-short line of a crashed sweep
 
@@ -237,13 +241,10 @@ class SweepWriter:
             view = view[os.write(self._fd, view):]
         os.fsync(self._fd)
 
-    def add_result(self, key: str, index: int, measurement: Measurement,
-                   environment: dict[str, Any]) -> None:
-        """Appends a successful task's Measurement, measured where ``environment`` says."""
-        info = {k: v for k, v in measurement.info.items() if k != "environment"}
-        stored = dataclasses.replace(measurement, info=info)
-        doc = json.loads(results.dumps(stored, environment=jsonish(environment)))
-        self._append({"key": key, "index": index, "status": "ok", "result": doc})
+    def add_result(self, key: str, index: int, document: dict[str, Any]) -> None:
+        """Appends a successful task's result: a results document (``opbench.results``)
+        of its Measurement, with the worker's environment as the document's."""
+        self._append({"key": key, "index": index, "status": "ok", "result": document})
 
     def add_failure(self, key: str, index: int, failure: dict[str, Any]) -> None:
         """Appends a failed task: its title, error, traceback, worker, attempts, environment."""
