@@ -56,6 +56,8 @@ __all__ = ["Task", "connect", "run_task", "serialize", "worker_environment", "wo
 
 # Seconds to wait for a Dask scheduler given by address before giving up.
 CONNECT_TIMEOUT_S = 10.0
+# Seconds to wait for a first worker to join a cluster that has none.
+WORKERS_WAIT_S = 30.0
 # Seconds a cluster may go without a scheduler connection, or without any
 # worker able to run the waiting tasks, before the sweep stops with an error.
 LOST_GRACE_S = 60.0
@@ -410,7 +412,10 @@ class _Dask(_Executor):
         return cls(client, owned=True)
 
     def _address(self) -> str:
-        return str(getattr(self._client.scheduler, "address", None) or self._client)
+        client = self._client
+        return str(getattr(client.scheduler, "address", None)
+                   or (getattr(client, "_scheduler_identity", None) or {}).get("address")
+                   or getattr(client.cluster, "scheduler_address", None) or client)
 
     def _refresh(self) -> None:
         """Reads the workers and their declared resources from the scheduler."""
@@ -427,7 +432,15 @@ class _Dask(_Executor):
 
     def prepare(self, tasks: list[Task]) -> None:
         self._refresh()
-        _placement_problem({t.needs for t in tasks}, list(self._offers.values()), _DASK_HOW)
+        if not self._offers:  # starting, scaling up, or restarting after a crash
+            try:
+                self._client.wait_for_workers(1, timeout=WORKERS_WAIT_S)
+            except TimeoutError:
+                pass
+            self._refresh()
+        _placement_problem({t.needs for t in tasks}, list(self._offers.values()),
+                           f"(Waited {WORKERS_WAIT_S:g} s for workers.) {_DASK_HOW}"
+                           if not self._offers else _DASK_HOW)
 
     def _place(self, task: Task) -> str | None:
         """A worker with the task's resources free (another than the one it killed,

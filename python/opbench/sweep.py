@@ -163,7 +163,7 @@ def _on_cluster(timers: list[Any], todo: list[int], method: str, kwargs: dict[st
             task.attempts += 1
             cluster.submit(task)
         left = len(tasks)
-        bar.set_item(f"{left} tasks on {cluster.name}")
+        bar.set_item(f"on {cluster.name}")
         while left:
             for task, outcome in cluster.wait(_WAIT_S):
                 if outcome["status"] == "lost" and task.attempts < _TRIES:

@@ -21,7 +21,7 @@ resumed sweep skips exactly what the file holds.
 
 ``opbench.load`` and ``python -m opbench show`` read a sweep file as one
 results document (``as_results_document``): its successful measurements in
-file order, each with its worker's environment in ``info["environment"]``,
+the order of the sweep's timers, each with its worker's environment in ``info["environment"]``,
 and as ``environment`` the facts all workers share (a fact that differs
 lists its values, ``"a, b"``). ``failures`` lists the tasks that never
 succeeded. The writer takes results documents (``opbench.results.dumps``),
@@ -123,9 +123,12 @@ def _with_environment(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _completed(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """key -> results document of each task that succeeded (its first success)."""
+    """key -> results document of each task that succeeded (its first success), in
+    the order of the sweep's timers (results arrive in any order)."""
     done: dict[str, dict[str, Any]] = {}
-    for entry in entries:
+    ordered = sorted(entries, key=lambda e: e.get("index") if isinstance(e.get("index"), int)
+                     else -1)
+    for entry in ordered:
         if entry["status"] == "ok" and entry["key"] not in done:
             done[entry["key"]] = _with_environment(entry["result"])
     return done
