@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
 
 import pytest
+from sweep_faults import die_once
 
 import opbench
 from opbench import executors
@@ -51,8 +54,26 @@ def _ok(i):
 def test_results_come_back_in_order_from_pinned_slots_of_the_workers(client, tmp_path):
     workers = set(client.scheduler_info()["workers"])
     path = tmp_path / "sweep.jsonl"
-    results = opbench.run_all([_ok(i) for i in range(6)], "timeit", executor=client,
-                              progress=False, results_path=path, number=100)
+    queued, done = [], threading.Event()
+
+    def watch():  # how many tasks each worker holds, while the sweep runs
+        while not done.is_set():
+            queued.append(max((len(keys) for keys in client.processing().values()), default=0))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    timers = [opbench.Timer("time.sleep(0.01)", setup="import time", label="sleep",
+                            sub_label=str(i)) for i in range(6)]
+    try:
+        results = opbench.run_all(timers, "timeit", executor=client, progress=False,
+                                  results_path=path, number=10)
+    finally:
+        done.set()
+        watcher.join()
+    # One task per worker (its one CPU) at a time: nothing waits in a worker's queue,
+    # where a worker's death would take it down too.
+    assert max(queued) == 1
     assert [m.sub_label for m in results] == [str(i) for i in range(6)]
     for m in results:
         env = m.info["environment"]
@@ -78,14 +99,8 @@ def test_faults_a_raising_task_and_a_worker_killer_leave_the_rest_measured(clien
 
 def test_a_task_whose_worker_died_once_succeeds_on_the_retry(client, tmp_path):
     marker = str(tmp_path / "died")
-
-    def flaky():
-        if not os.path.exists(marker):
-            open(marker, "w").close()
-            os._exit(9)
-
-    (m,) = opbench.run_all([opbench.Timer(flaky, label="flaky")], "timeit", executor=client,
-                           progress=False, number=10)
+    (m,) = opbench.run_all([opbench.Timer(die_once(marker), label="flaky")], "timeit",
+                           executor=client, progress=False, number=10)
     assert os.path.exists(marker) and m.label == "flaky"
 
 

@@ -10,6 +10,7 @@ import os
 import socket
 
 import pytest
+from sweep_faults import die_once
 
 import opbench
 from opbench.errors import PlacementError, SchedulerUnreachableError, SweepError
@@ -39,14 +40,8 @@ def _ok(i):
 
 def test_a_sweep_on_ray_with_every_fault(ray_cluster, tmp_path):
     marker = str(tmp_path / "died")
-
-    def flaky():
-        if not os.path.exists(marker):
-            open(marker, "w").close()
-            os._exit(9)
-
     timers = [_ok(0), opbench.Timer(lambda: os._exit(5), label="killer"),
-              opbench.Timer("1 / 0", label="bad"), opbench.Timer(flaky, label="flaky"), _ok(4)]
+              opbench.Timer("1 / 0", label="bad"), opbench.Timer(die_once(marker), label="flaky"), _ok(4)]
     path = tmp_path / "sweep.jsonl"
     with pytest.raises(SweepError, match="2 of 5 tasks failed") as info:
         opbench.run_all(timers, "timeit", executor="ray", progress=False, results_path=path,

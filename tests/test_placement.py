@@ -84,9 +84,9 @@ def test_two_processes_never_share_a_core(slots):
 
 def test_impossible_needs_fail_at_once():
     cores = len(os.sched_getaffinity(0))
-    with pytest.raises(PlacementError, match=f"needs {cores + 1} core"):
-        with reserve(Needs(cpus=cores + 1)):
-            pass
+    with pytest.raises(PlacementError, match=f"needs {cores + 1} core"), \
+            reserve(Needs(cpus=cores + 1)):
+        pass
 
 
 def test_a_gpu_slot_claims_the_visible_gpu(monkeypatch, slots):
@@ -95,9 +95,8 @@ def test_a_gpu_slot_claims_the_visible_gpu(monkeypatch, slots):
         assert slot["gpu"] == "3"
         assert (slots / "gpu3.lock").exists()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    with pytest.raises(PlacementError, match="1 GPU"):
-        with reserve(Needs(cpus=1, gpus=1)):
-            pass
+    with pytest.raises(PlacementError, match="1 GPU"), reserve(Needs(cpus=1, gpus=1)):
+        pass
 
 
 class _FakeCudaTensor:
