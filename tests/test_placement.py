@@ -107,5 +107,14 @@ def test_needs_of_a_timer():
     assert needs_of(opbench.Timer("pass")) == Needs(cpus=1, gpus=0)
     assert needs_of(opbench.Timer("pass", num_threads=2)) == Needs(cpus=2, gpus=0)
     assert needs_of(opbench.Timer("pass", globals={"x": _FakeCudaTensor()})).gpus == 1
-    assert Needs(cpus=2, gpus=1).dask_resources() == {"CPU": 2, "GPU": 1}
-    assert Needs().dask_resources() == {"CPU": 1}
+    assert Needs(cpus=2, gpus=1).resources() == {"CPU": 2, "GPU": 1}
+    assert Needs().resources() == {"CPU": 1}
+
+
+def test_fit_counts_what_a_worker_already_holds():
+    offer = {"CPU": 2, "GPU": 1}
+    assert Needs(cpus=2, gpus=1).fit(offer)
+    assert not Needs(cpus=2).fit(offer, held={"CPU": 1})
+    assert Needs(cpus=1).fit(offer, held={"CPU": 1, "GPU": 1})
+    assert not Needs(cpus=1, gpus=1).fit({"CPU": 8})
+    assert not Needs().fit({})  # a Dask worker that declares no resources

@@ -298,3 +298,21 @@ def test_import_opbench_imports_neither_dask_nor_ray():
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_cluster_unusable_for_the_grace_period_stops_the_sweep(monkeypatch):
+    from opbench import executors
+    from opbench.errors import SchedulerUnreachableError
+
+    class Gone(executors._Executor):
+        def _usable(self):
+            return False
+
+    clock = [1000.0]
+    monkeypatch.setattr(executors.time, "monotonic", lambda: clock[0])
+    gone = Gone()
+    for _ in range(int(executors.LOST_GRACE_S // 2.5) + 1):
+        gone.check()  # unusable, but not for long yet
+        clock[0] += 2.5
+    with pytest.raises(SchedulerUnreachableError, match="the cluster cannot run"):
+        gone.check()

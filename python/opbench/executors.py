@@ -202,6 +202,8 @@ class _Executor:
     """What the sweep driver needs from a cluster."""
 
     name = "executor"
+    _unusable_since: float | None = None
+    _last_check = 0.0
 
     def prepare(self, tasks: list[Task]) -> None:
         """Raises PlacementError (or SchedulerUnreachableError) before anything is
@@ -214,8 +216,26 @@ class _Executor:
         """The tasks that finished within ``timeout`` seconds, with their outcomes."""
         raise NotImplementedError
 
+    def _usable(self) -> bool:
+        """Whether the cluster can still run every waiting task."""
+        return True
+
+    def _lost(self) -> str:
+        return "the cluster cannot run the remaining tasks"
+
     def check(self) -> None:
-        """Raises when the cluster has been unusable for too long (never hang)."""
+        """Raises SchedulerUnreachableError once the cluster has been unusable for
+        LOST_GRACE_S (a sweep never hangs on a cluster that went away)."""
+        now = time.monotonic()
+        if now - self._last_check < 2.0:
+            return
+        self._last_check = now
+        if self._usable():
+            self._unusable_since = None
+            return
+        self._unusable_since = self._unusable_since or now
+        if now - self._unusable_since > LOST_GRACE_S:
+            raise SchedulerUnreachableError(f"for {LOST_GRACE_S:g} s {self._lost()}")
 
     def close(self, cancel: bool) -> None:
         """Releases the cluster; ``cancel`` stops tasks still running."""
@@ -223,8 +243,7 @@ class _Executor:
 
 def _placement_problem(needs: set[Needs], offers: list[dict[str, float]], how: str) -> None:
     for need in sorted(needs, key=dataclasses.astuple):
-        wanted = {"CPU": need.cpus, "GPU": need.gpus}
-        if not any(all(offer.get(k, 0) >= v for k, v in wanted.items() if v) for offer in offers):
+        if not any(need.fit(offer) for offer in offers):
             raise PlacementError(
                 f"no worker can give a measurement {need.cpus} core(s) and {need.gpus} GPU(s) "
                 f"to itself: the workers offer {offers or 'nothing (no workers)'}. {how}")
@@ -319,7 +338,7 @@ class _Processes(_Executor):
         self._busy_cores = 0
 
     def prepare(self, tasks: list[Task]) -> None:
-        offers = [{"CPU": self._cores, "GPU": len(placement._visible_gpus())}]
+        offers = [{"CPU": self._cores, "GPU": len(placement.visible_gpus())}]
         _placement_problem({t.needs for t in tasks}, offers,
                            "Lower the Timers' num_threads, or use a cluster executor.")
 
@@ -392,8 +411,6 @@ class _Dask(_Executor):
         self._offers: dict[str, dict[str, float]] = {}
         self._held: dict[str, collections.Counter[str]] = {}
         self._token = uuid.uuid4().hex[:8]
-        self._unusable_since: float | None = None
-        self._last_check = 0.0
 
     @classmethod
     def at(cls, address: str) -> _Dask:
@@ -445,14 +462,10 @@ class _Dask(_Executor):
     def _place(self, task: Task) -> str | None:
         """A worker with the task's resources free (another than the one it killed,
         where the cluster has one that could ever run it), or None."""
-        wanted = task.needs.dask_resources()
-        able = [a for a, offer in self._offers.items()
-                if all(offer.get(k, 0) >= v for k, v in wanted.items())]
+        able = [a for a, offer in self._offers.items() if task.needs.fit(offer)]
         if task.avoid and any(a != task.avoid for a in able):
             able = [a for a in able if a != task.avoid]
-        free = [a for a in able if all(
-            self._offers[a].get(k, 0) - self._held.get(a, collections.Counter())[k] >= v
-            for k, v in wanted.items())]
+        free = [a for a in able if task.needs.fit(self._offers[a], self._held.get(a))]
         return min(free, key=lambda a: sum(self._held.get(a, {}).values()), default=None)
 
     def _dispatch(self) -> None:
@@ -462,7 +475,7 @@ class _Dask(_Executor):
             if worker is None:
                 waiting.append(task)
                 continue
-            resources = task.needs.dask_resources()
+            resources = task.needs.resources()
             self._held.setdefault(worker, collections.Counter()).update(resources)
             # Loosely bound to the worker: should it leave, the scheduler places the
             # task elsewhere rather than waiting for a worker that never returns.
@@ -491,7 +504,7 @@ class _Dask(_Executor):
         finished = []
         for future in done:
             task, worker = self._futures.pop(future)
-            self._held[worker].subtract(task.needs.dask_resources())
+            self._held[worker].subtract(task.needs.resources())
             try:
                 outcome = future.result()
             except KilledWorker as e:
@@ -508,30 +521,18 @@ class _Dask(_Executor):
         self._dispatch()
         return finished
 
-    def check(self) -> None:
-        now = time.monotonic()
-        if now - self._last_check < 2.0 or not (self._futures or self._queue):
-            return
-        self._last_check = now
+    def _usable(self) -> bool:
         try:
             self._refresh()  # workers that joined can take waiting tasks
-            self._dispatch()
-            offers = list(self._offers.values())
-            usable = all(any(all(offer.get(k, 0) >= v for k, v in
-                                 t.needs.dask_resources().items()) for offer in offers)
-                         for t, _ in self._futures.values()) and not (
-                self._queue and not self._futures)
         except SchedulerUnreachableError:
-            usable = False
-        if usable:
-            self._unusable_since = None
-            return
-        self._unusable_since = self._unusable_since or now
-        if now - self._unusable_since > LOST_GRACE_S:
-            raise SchedulerUnreachableError(
-                f"for {LOST_GRACE_S:g} s the Dask scheduler at {self._address()} has been "
-                "unreachable, or has had no worker able to run the remaining tasks. "
-                + _DASK_HOW)
+            return False
+        self._dispatch()
+        waiting = [t for t, _ in self._futures.values()] + self._queue
+        return all(any(t.needs.fit(offer) for offer in self._offers.values()) for t in waiting)
+
+    def _lost(self) -> str:
+        return (f"the Dask scheduler at {self._address()} has been unreachable, or has had no "
+                f"worker able to run the remaining tasks. {_DASK_HOW}")
 
     def close(self, cancel: bool) -> None:
         if cancel and self._futures and self._client.status == "running":
@@ -569,10 +570,22 @@ class _Ray(_Executor):
         self._refs: dict[Any, Task] = {}
 
     def prepare(self, tasks: list[Task]) -> None:
-        offers = [{k: v for k, v in n["Resources"].items() if k in ("CPU", "GPU")}
-                  for n in self._ray.nodes() if n.get("Alive")]
-        _placement_problem({t.needs for t in tasks}, offers,
+        _placement_problem({t.needs for t in tasks}, self._offers(),
                            "Add nodes with those resources, or lower the Timers' num_threads.")
+
+    def _offers(self) -> list[dict[str, float]]:
+        return [{k: v for k, v in n["Resources"].items() if k in ("CPU", "GPU")}
+                for n in self._ray.nodes() if n.get("Alive")]
+
+    def _usable(self) -> bool:
+        if not self._ray.is_initialized():
+            return False
+        offers = self._offers()
+        return all(any(t.needs.fit(offer) for offer in offers) for t in self._refs.values())
+
+    def _lost(self) -> str:
+        return ("the Ray cluster has been gone, or has had no node able to run the remaining "
+                "tasks (their CPUs and GPUs).")
 
     def submit(self, task: Task) -> None:
         ref = self._remote.options(num_cpus=task.needs.cpus, num_gpus=task.needs.gpus,

@@ -43,7 +43,7 @@ from typing import Any
 
 from opbench.errors import PlacementError
 
-__all__ = ["Needs", "needs_of", "reserve", "slot_dir"]
+__all__ = ["Needs", "needs_of", "reserve", "slot_dir", "visible_gpus"]
 
 SLOT_DIR_VAR = "OPBENCH_SLOT_DIR"
 # How often a task waiting for taken cores looks again.
@@ -61,9 +61,15 @@ class Needs:
     cpus: int = 1
     gpus: int = 0
 
-    def dask_resources(self) -> dict[str, int]:
-        """The Dask worker resources a task of these needs asks for."""
+    def resources(self) -> dict[str, int]:
+        """As named resources: ``CPU`` and ``GPU``, the names Ray uses and Dask workers
+        declare (``--resources CPU=1``)."""
         return {"CPU": self.cpus, **({"GPU": self.gpus} if self.gpus else {})}
+
+    def fit(self, offer: dict[str, float], held: dict[str, float] | None = None) -> bool:
+        """Whether a worker offering ``offer`` (less what it ``held``) can run a task."""
+        held = held or {}
+        return all(offer.get(k, 0) - held.get(k, 0) >= v for k, v in self.resources().items())
 
 
 def _on_gpu(value: Any) -> bool:
@@ -96,16 +102,16 @@ def _allowed_cpus() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
-def _visible_gpus() -> list[str]:
+def visible_gpus() -> list[str]:
     """Physical ids of the GPUs this process may use: CUDA_VISIBLE_DEVICES (set by Ray,
-    dask-cuda, schedulers), else every GPU the NVIDIA driver lists."""
+    dask-cuda, schedulers), else every GPU the NVIDIA driver lists; none without it."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return [d.strip() for d in visible.split(",") if d.strip()]
     try:
         return [str(i) for i in range(len(os.listdir("/proc/driver/nvidia/gpus")))]
     except OSError:
-        return ["0"]
+        return []
 
 
 class _Claim:
@@ -167,7 +173,7 @@ def reserve(needs: Needs) -> Iterator[dict[str, Any]]:
             so waiting would never end.
     """
     allowed = _allowed_cpus()
-    gpus = _visible_gpus() if needs.gpus else []
+    gpus = visible_gpus() if needs.gpus else []
     if needs.cpus > len(allowed) or needs.gpus > len(gpus):
         raise PlacementError(
             f"the measurement needs {needs.cpus} core(s) and {needs.gpus} GPU(s); this worker "
