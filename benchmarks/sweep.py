@@ -62,10 +62,17 @@ def start_cluster(kind: str) -> tuple[Any, Any]:
         ray.init(num_cpus=2, include_dashboard=False, object_store_memory=200 * 2**20,
                  log_to_driver=False, configure_logging=False)
         return "ray", ray
+    import dask
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           resources={"CPU": 1}, dashboard_address=":0")
+    # Workers in this process's environment: Dask's nanny would otherwise give them
+    # its own (MALLOC_TRIM_THRESHOLD_=65536 and one-thread OpenMP/MKL/OpenBLAS), and the
+    # first makes every allocation above 64 KiB slower (opbench warns about it).
+    unset = {f"distributed.nanny.pre-spawn-environ.{name}": None for name in
+             dask.config.get("distributed.nanny.pre-spawn-environ")}
+    with dask.config.set(unset):
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                               resources={"CPU": 1}, dashboard_address=":0")
     client = Client(cluster)
     # The workers import torch on their first task; do it now, with the start.
     client.run(lambda: __import__("torch"))

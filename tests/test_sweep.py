@@ -20,7 +20,7 @@ import pytest
 from sweep_faults import die_once
 
 import opbench
-from opbench import sweep
+from opbench import executors, sweep
 from opbench.errors import (
     PlacementError,
     ResultsFileError,
@@ -71,6 +71,8 @@ def test_processes_return_results_in_order_each_pinned_to_one_core(tmp_path):
         assert env["worker"].startswith(HOST + ":") and env["worker"] != f"{HOST}:{os.getpid()}"
         assert env["slot"]["pinned"] and len(env["slot"]["cpus"]) == 1
         assert {"cpu_model", "governor", "torch", "gpu_driver", "gpus"} <= env.keys()
+        assert env["variables"] == executors.timing_variables()  # inherited from here
+        assert not m.info.get("warnings")
     # The setup (run before each block) ran pinned to the slot's one core.
     runs = _logged(log)
     for i, m in enumerate(results):
@@ -316,3 +318,30 @@ def test_a_cluster_unusable_for_the_grace_period_stops_the_sweep(monkeypatch):
         clock[0] += 2.5
     with pytest.raises(SchedulerUnreachableError, match="the cluster cannot run"):
         gone.check()
+
+
+def test_a_worker_with_other_timing_variables_is_flagged(monkeypatch):
+    monkeypatch.setattr(executors, "_environment_at_start", lambda: {"OMP_NUM_THREADS": "3"})
+    m = opbench.Measurement(1, [1e-6], opbench.TaskSpec("f()", "pass"))
+    env = {"hostname": "h", "variables": {"MALLOC_TRIM_THRESHOLD_": "65536"}}
+    with pytest.warns(opbench.MachineWarning, match=r"MALLOC_TRIM_THRESHOLD_=65536 \(here unset"
+                      r"\), OMP_NUM_THREADS=\(unset\) \(here 3\).*pre-spawn-environ"):
+        got = sweep._received(m, env, on_worker=True)
+    assert got.env == "h" and got.info["environment"] is env
+    assert [w["category"] for w in got.info["warnings"]] == ["MachineWarning"]
+    same = {"hostname": "h", "variables": executors.timing_variables()}
+    assert "warnings" not in sweep._received(m, same, on_worker=True).info
+    assert sweep._received(m, env, on_worker=False).task_spec.env is None  # here: as given
+
+
+def test_pool_workers_start_with_the_variables_this_process_started_with(monkeypatch):
+    # As a Dask LocalCluster's nanny does to the process that starts it: os.environ
+    # changes, the allocator this process started with does not.
+    if "MALLOC_TRIM_THRESHOLD_" in executors.timing_variables():
+        pytest.skip("this process started with MALLOC_TRIM_THRESHOLD_ set")
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    assert "MALLOC_TRIM_THRESHOLD_" not in executors.timing_variables()
+    (m,) = opbench.run_all([opbench.Timer("pass")], "timeit", executor="processes",
+                           progress=False, number=10)
+    assert "MALLOC_TRIM_THRESHOLD_" not in m.info["environment"]["variables"]
+    assert not m.info.get("warnings")

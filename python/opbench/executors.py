@@ -52,7 +52,8 @@ from opbench import environment, placement
 from opbench.errors import PlacementError, SchedulerUnreachableError, SerializationError
 from opbench.placement import Needs
 
-__all__ = ["Task", "connect", "run_task", "serialize", "worker_environment", "worker_id"]
+__all__ = ["Task", "connect", "run_task", "serialize", "timing_variables", "worker_environment",
+           "worker_id"]
 
 # Seconds to wait for a Dask scheduler given by address before giving up.
 CONNECT_TIMEOUT_S = 10.0
@@ -167,10 +168,51 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+# Environment variables that change how timed code runs whatever the Timer says:
+# the allocator (Dask's nanny gives its workers MALLOC_TRIM_THRESHOLD_=65536, which
+# hands memory back to the OS on every large free) and the thread pools of OpenMP,
+# MKL and OpenBLAS (numpy's, which Timer's num_threads does not set).
+_TIMING_VARIABLE_PREFIXES = ("MALLOC_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_")
+_TIMING_VARIABLES = ("PYTHONMALLOC", "LD_PRELOAD")
+
+
+def _environment_at_start() -> dict[str, str]:
+    """The environment this process started with, which is what the allocator and the
+    thread pools read: later changes to os.environ do not reach them (and a Dask
+    LocalCluster's nanny changes the driver's own os.environ before it spawns workers)."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            entries = f.read().split(b"\0")
+    except OSError:
+        return dict(os.environ)
+    pairs = (e.decode(errors="replace").partition("=") for e in entries if b"=" in e)
+    return {k: v for k, _, v in pairs}
+
+
+def timing_variables() -> dict[str, str]:
+    """The environment variables this process started with that change how timed code
+    runs (allocator, thread pools)."""
+    return {k: v for k, v in sorted(_environment_at_start().items()) if _is_timing_variable(k)}
+
+
+def _is_timing_variable(name: str) -> bool:
+    return name.startswith(_TIMING_VARIABLE_PREFIXES) or name in _TIMING_VARIABLES
+
+
+def _pool_environment() -> dict[str, str]:
+    """os.environ for a pool worker, with this process's timing variables as it started
+    (so the worker's allocator and thread pools are set up as this process's are)."""
+    env = {k: v for k, v in os.environ.items() if not _is_timing_variable(k)}
+    env.update(timing_variables())
+    return env
+
+
 def worker_environment(slot: dict[str, Any] | None) -> dict[str, Any]:
-    """``environment.collect()`` plus the GPU driver and models, the worker and its slot."""
+    """``environment.collect()`` plus the GPU driver and models, the variables that
+    change timings (``timing_variables``), the worker and its slot."""
     env = environment.collect()
     env.update(_gpu_facts())
+    env["variables"] = timing_variables()
     env["worker"] = worker_id()
     env["slot"] = slot
     return env
@@ -290,7 +332,7 @@ class _PoolWorker:
         code = f"from opbench.executors import _child_main; _child_main({from_driver}, {to_driver})"
         self.process = subprocess.Popen([sys.executable, "-c", code],
                                         pass_fds=(from_driver, to_driver),
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL, env=_pool_environment())
         os.close(from_driver)
         os.close(to_driver)
         self.outbox = Connection(to_child, readable=False)

@@ -41,8 +41,9 @@ import os
 from collections.abc import Iterable
 from typing import IO, Any
 
+from opbench import executors, placement
 from opbench import results as _results
-from opbench.errors import SweepError
+from opbench.errors import MachineWarning, SweepError, WarningRecord, attach, warn
 from opbench.measurement import Measurement
 from opbench.progress import Progress
 from opbench.sweep_file import SweepWriter, jsonish
@@ -118,16 +119,39 @@ def _check(timers: list[Any], method: str, executor: Any, results_path: Any,
                          "CallgrindStats: run it without results_path")
 
 
+def _variables_warning(variables: dict[str, str]) -> WarningRecord | None:
+    """Warns (once per difference) that a worker ran with other timing variables than
+    this process; returns the record to keep on the result, or None if they match."""
+    here = executors.timing_variables()
+    differ = sorted(k for k in here.keys() | variables.keys() if here.get(k) != variables.get(k))
+    if not differ:
+        return None
+    listed = ", ".join(f"{k}={variables.get(k, '(unset)')} (here {here.get(k, 'unset')})"
+                       for k in differ)
+    fix = (" Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 for its workers, which slows "
+           "every statement that allocates more than 64 KiB: start the cluster under "
+           "dask.config.set({'distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_': None})."
+           if "MALLOC_TRIM_THRESHOLD_" in differ else "")
+    return warn(MachineWarning,
+                f"measured on a worker whose environment differs from this process's: {listed}; "
+                f"its figures may not match one measured here.{fix}", once=f"worker:{listed}")
+
+
 def _received(value: Any, environment: dict[str, Any] | None, on_worker: bool) -> Any:
     """A result as the caller gets it: with its environment in info, and for a worker's,
-    the worker's host as env when the Timer gave none."""
+    the worker's host as env when the Timer gave none, and a warning when the worker's
+    timing variables differ from this process's."""
     if not isinstance(value, Measurement) or environment is None:
         return value
-    spec = value.task_spec
-    if on_worker and spec.env is None and environment.get("hostname"):
-        spec = dataclasses.replace(spec, env=environment["hostname"])
-    return dataclasses.replace(value, task_spec=spec,
-                               info={**value.info, "environment": environment})
+    spec, info = value.task_spec, {**value.info, "environment": environment}
+    if on_worker:
+        if spec.env is None and environment.get("hostname"):
+            spec = dataclasses.replace(spec, env=environment["hostname"])
+        record = _variables_warning(environment.get("variables") or {})
+        if record is not None:
+            info["warnings"] = list(info.get("warnings", []))
+            attach(info, record)
+    return dataclasses.replace(value, task_spec=spec, info=info)
 
 
 def _document(m: Measurement, environment: dict[str, Any]) -> dict[str, Any]:
@@ -149,8 +173,6 @@ def _here(timers: list[Any], todo: list[int], method: str, kwargs: dict[str, Any
 def _on_cluster(timers: list[Any], todo: list[int], method: str, kwargs: dict[str, Any],
                 executor: Any, bar: Progress, keep: Any, fail: Any) -> None:
     """Runs the tasks on the executor's workers, keeping each outcome as it arrives."""
-    from opbench import executors, placement
-
     # Serialize everything first: nothing is submitted if one timer cannot be sent.
     tasks = [executors.Task(i, _title(timers[i]),
                             executors.serialize(timers[i], method, kwargs, i),
@@ -243,9 +265,7 @@ def run_all(
 
     def keep(i: int, value: Any, environment: dict[str, Any] | None) -> None:
         if writer is not None and environment is None:
-            from opbench.executors import worker_environment
-
-            environment = worker_environment(None)
+            environment = executors.worker_environment(None)
         results[i] = _received(value, environment, on_worker=executor is not None)
         if writer is not None:
             writer.add_result(keys[i], i, _document(results[i], environment))
