@@ -52,8 +52,8 @@ from opbench import environment, placement
 from opbench.errors import PlacementError, SchedulerUnreachableError, SerializationError
 from opbench.placement import Needs
 
-__all__ = ["Task", "connect", "run_task", "serialize", "timing_variables", "worker_environment",
-           "worker_id"]
+__all__ = ["Task", "connect", "is_allocator_variable", "run_task", "serialize",
+           "timing_variables", "worker_environment", "worker_id"]
 
 # Seconds to wait for a Dask scheduler given by address before giving up.
 CONNECT_TIMEOUT_S = 10.0
@@ -174,6 +174,9 @@ def worker_id() -> str:
 # MKL and OpenBLAS (numpy's, which Timer's num_threads does not set).
 _TIMING_VARIABLE_PREFIXES = ("MALLOC_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_")
 _TIMING_VARIABLES = ("PYTHONMALLOC", "LD_PRELOAD")
+# Those that set up the memory allocator: a worker whose differ from the driver's
+# times every allocating statement differently (the Timer cannot undo it).
+_ALLOCATOR_VARIABLES = ("MALLOC_", "PYTHONMALLOC", "LD_PRELOAD")
 
 
 def _environment_at_start() -> dict[str, str]:
@@ -197,6 +200,12 @@ def timing_variables() -> dict[str, str]:
 
 def _is_timing_variable(name: str) -> bool:
     return name.startswith(_TIMING_VARIABLE_PREFIXES) or name in _TIMING_VARIABLES
+
+
+def is_allocator_variable(name: str) -> bool:
+    """Whether ``name`` sets up the memory allocator (glibc's MALLOC_*, PYTHONMALLOC,
+    an LD_PRELOAD of jemalloc or tcmalloc)."""
+    return name.startswith(_ALLOCATOR_VARIABLES)
 
 
 def _pool_environment() -> dict[str, str]:

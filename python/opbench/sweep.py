@@ -120,10 +120,11 @@ def _check(timers: list[Any], method: str, executor: Any, results_path: Any,
 
 
 def _variables_warning(variables: dict[str, str]) -> WarningRecord | None:
-    """Warns (once per difference) that a worker ran with other timing variables than
-    this process; returns the record to keep on the result, or None if they match."""
+    """Warns (once per difference) that a worker's memory allocator was set up otherwise
+    than this process's; returns the record to keep on the result, or None."""
     here = executors.timing_variables()
-    differ = sorted(k for k in here.keys() | variables.keys() if here.get(k) != variables.get(k))
+    differ = sorted(k for k in here.keys() | variables.keys()
+                    if executors.is_allocator_variable(k) and here.get(k) != variables.get(k))
     if not differ:
         return None
     listed = ", ".join(f"{k}={variables.get(k, '(unset)')} (here {here.get(k, 'unset')})"
@@ -133,8 +134,9 @@ def _variables_warning(variables: dict[str, str]) -> WarningRecord | None:
            "dask.config.set({'distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_': None})."
            if "MALLOC_TRIM_THRESHOLD_" in differ else "")
     return warn(MachineWarning,
-                f"measured on a worker whose environment differs from this process's: {listed}; "
-                f"its figures may not match one measured here.{fix}", once=f"worker:{listed}")
+                f"measured on a worker whose memory allocator is set up otherwise than this "
+                f"process's: {listed}; its figures may not match one measured here.{fix}",
+                once=f"worker:{listed}")
 
 
 def _received(value: Any, environment: dict[str, Any] | None, on_worker: bool) -> Any:
