@@ -44,6 +44,7 @@ import time
 import traceback
 import types
 import uuid
+from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Any
@@ -82,7 +83,7 @@ def _pickler() -> type[pickle.Pickler]:
     """cloudpickle's pickler where installed (lambdas, closures, __main__ functions by
     value; Dask and Ray both bring it), else pickle's, taught to send modules by name."""
     try:
-        from cloudpickle import CloudPickler
+        from cloudpickle import CloudPickler  # type: ignore[import-untyped]
 
         return CloudPickler  # type: ignore[no-any-return]
     except ImportError:
@@ -292,7 +293,8 @@ class _Executor:
         """Releases the cluster; ``cancel`` stops tasks still running."""
 
 
-def _placement_problem(needs: set[Needs], offers: list[dict[str, float]], how: str) -> None:
+def _placement_problem(needs: set[Needs], offers: Sequence[Mapping[str, float]],
+                       how: str) -> None:
     for need in sorted(needs, key=dataclasses.astuple):
         if not any(need.fit(offer) for offer in offers):
             raise PlacementError(

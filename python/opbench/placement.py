@@ -38,7 +38,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from opbench.errors import PlacementError
@@ -66,7 +66,7 @@ class Needs:
         declare (``--resources CPU=1``)."""
         return {"CPU": self.cpus, **({"GPU": self.gpus} if self.gpus else {})}
 
-    def fit(self, offer: dict[str, float], held: dict[str, float] | None = None) -> bool:
+    def fit(self, offer: Mapping[str, float], held: Mapping[str, float] | None = None) -> bool:
         """Whether a worker offering ``offer`` (less what it ``held``) can run a task."""
         held = held or {}
         return all(offer.get(k, 0) - held.get(k, 0) >= v for k, v in self.resources().items())

@@ -269,7 +269,7 @@ def run_all(
         if writer is not None and environment is None:
             environment = executors.worker_environment(None)
         results[i] = _received(value, environment, on_worker=executor is not None)
-        if writer is not None:
+        if writer is not None and environment is not None:
             writer.add_result(keys[i], i, _document(results[i], environment))
 
     def fail(failure: TaskFailure) -> None:

@@ -126,8 +126,7 @@ def _completed(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """key -> results document of each task that succeeded (its first success), in
     the order of the sweep's timers (results arrive in any order)."""
     done: dict[str, dict[str, Any]] = {}
-    ordered = sorted(entries, key=lambda e: e.get("index") if isinstance(e.get("index"), int)
-                     else -1)
+    ordered = sorted(entries, key=lambda e: e["index"] if isinstance(e.get("index"), int) else -1)
     for entry in ordered:
         if entry["status"] == "ok" and entry["key"] not in done:
             done[entry["key"]] = _with_environment(entry["result"])
@@ -154,7 +153,7 @@ def as_results_document(data: bytes, source: str, format_version: tuple[str, int
         return data
     _, entries, _ = _parse(data, source)
     docs = list(_completed(entries).values())
-    versions = [d.get("version") for d in docs if isinstance(d.get("version"), int)]
+    versions = [d["version"] for d in docs if isinstance(d.get("version"), int)]
     merged = {
         "format": format_version[0],
         "version": max([format_version[1], *versions]),
