@@ -116,11 +116,16 @@ def test_a_worker_death_is_survived_by_the_retry_on_another_worker(tmp_path):
 
 
 def test_unsendable_globals_are_refused_naming_the_global_before_anything_runs(tmp_path):
-    log = tmp_path / "log"
+    log, path = tmp_path / "log", tmp_path / "sweep.jsonl"
     timers = _timers(log, 1) + [opbench.Timer("lock", globals={"lock": threading.Lock()})]
     with pytest.raises(SerializationError, match=r"timers\[1\].*global 'lock' \(of type lock\)"):
-        opbench.run_all(timers, "timeit", executor="processes", progress=False, number=10)
+        opbench.run_all(timers, "timeit", executor="processes", progress=False,
+                        results_path=path, number=10)
     assert not log.exists()  # timers[0] was never sent
+    # The file holds no result, so the corrected sweep starts it afresh.
+    opbench.run_all(timers[:1], "timeit", executor="processes", progress=False,
+                    results_path=path, number=10)
+    assert len(opbench.load(path)) == 1
 
 
 def test_a_task_needing_more_cores_than_there_are_is_refused_up_front():

@@ -117,3 +117,12 @@ def test_a_sweep_over_two_hosts_loads_with_each_environment_and_shows_one_block_
     assert "(host-a)" not in rows[1] and "n=2" in rows[1]  # the same block goes on
     assert "(host-b)" in rows[2] and "n=1" in rows[2]
     assert "hostname=host-a, host-b" in proc.stdout
+
+
+def test_a_file_holding_only_a_header_starts_afresh(tmp_path):
+    path = tmp_path / "s.jsonl"
+    SweepWriter(path, "timeit", {"number": 1}).close()  # a sweep refused before any result
+    with SweepWriter(path, "blocked_autorange", {}) as out:
+        assert out.completed == {}
+    (header,) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert header["method"] == "blocked_autorange"

@@ -213,15 +213,15 @@ class SweepWriter:
                                    "for it, or choose another path") from None
         data = self.path.read_bytes()
         self.completed: dict[str, dict[str, Any]] = {}
-        if not data.strip():
+        if data.strip() and not is_sweep(data):
+            raise ResultsFileError(f"{self.path}: exists and is not an opbench sweep file; "
+                                   "choose another path (it is left as it is)")
+        header, entries, complete = _parse(data, str(self.path)) if data.strip() else ({}, [], 0)
+        if not entries:  # new, or a sweep that stopped before its first result
             os.ftruncate(self._fd, 0)
             self._append({"format": FORMAT, "version": VERSION, "method": method,
                           "kwargs": kwargs, "environment": _environment.collect()})
             return
-        if not is_sweep(data):
-            raise ResultsFileError(f"{self.path}: exists and is not an opbench sweep file; "
-                                   "choose another path (it is left as it is)")
-        header, entries, complete = _parse(data, str(self.path))
         if not resume:
             raise ResultsFileError(
                 f"{self.path}: already holds {len(entries)} result line(s) of a sweep. Pass "
