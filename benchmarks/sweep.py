@@ -5,10 +5,12 @@
 process: by ``opbench.run_all`` sequentially (``executor=None``), and by
 ``opbench.run_all(executor=...)`` on a Dask ``LocalCluster`` of two worker processes
 (one core each, ``resources={"CPU": 1}``), where each measurement holds a core alone,
-pinned. Per cell it prints both medians and their ratio (the distributed run's
-should agree within 10%: the same code on the same cores); then the wall time of
-each sweep and their ratio. The cluster's start (worker processes, their imports)
-is timed apart and included in a second ratio.
+pinned. The sequential sweep runs again after the distributed one: how well two
+sequential runs agree is this machine's noise floor. Per cell it prints the
+medians and their ratios (the distributed run's should agree within 10%: the same
+code on the same cores); then the wall time of each sweep and their ratio. The
+cluster's start (worker processes, their imports) is timed apart and included in
+a second ratio. The load average before and after says how busy the machine was.
 
 ``--executor processes`` uses opbench's own local pool instead of Dask,
 ``--executor ray`` a local Ray instance; ``--results PATH`` streams the
@@ -20,6 +22,7 @@ Usage: python benchmarks/sweep.py [--quick] [--executor dask|processes|ray]
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 import warnings
@@ -99,6 +102,7 @@ def main() -> None:
     torch.set_num_threads(1)
     timers = fuzzed_timers(cells)
 
+    load_before = os.getloadavg()[0]
     start = time.perf_counter()
     here = opbench.run_all(timers, min_run_time=min_run_time)
     sequential_s = time.perf_counter() - start
@@ -113,23 +117,32 @@ def main() -> None:
         distributed_s = time.perf_counter() - start
     finally:
         close_cluster(args.executor, handle)
+    again = opbench.run_all(timers, min_run_time=min_run_time)
+    load_after = os.getloadavg()[0]
 
     name = {"dask": "Dask LocalCluster(2)", "processes": "opbench processes(2)",
             "ray": "Ray local(2 CPUs)"}[args.executor]
     ratios = [b.median / a.median for a, b in zip(here, there)]
-    print(f"{'cell (x + y shapes)':<34} {'sequential us':>13} {'distributed us':>14} "
-          f"{'ratio':>6}  within 10%")
-    for a, b, r in zip(here, there, ratios):
-        print(f"{a.sub_label:<34} {a.median * 1e6:>13.2f} {b.median * 1e6:>14.2f} {r:>6.3f}  "
-              f"{'yes' if abs(r - 1) <= 0.10 else 'NO'}")
-    within = sum(abs(r - 1) <= 0.10 for r in ratios)
+    floor = [c.median / a.median for a, c in zip(here, again)]
+    print(f"{'cell (x + y shapes)':<34} {'seq us':>8} {'dist us':>8} {'seq2 us':>8} "
+          f"{'dist/seq':>8} {'seq2/seq':>8}")
+    for a, b, c, r, f in zip(here, there, again, ratios, floor):
+        print(f"{a.sub_label:<34} {a.median * 1e6:>8.2f} {b.median * 1e6:>8.2f} "
+              f"{c.median * 1e6:>8.2f} {r:>8.3f} {f:>8.3f}")
     cores = sorted({tuple(m.info["environment"]["slot"]["cpus"]) for m in there})
-    print(f"\ncells within 10%: {within}/{len(ratios)}; median ratio "
-          f"{statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}); "
-          f"distributed cells measured on cores {cores}")
+    print(f"\ncells within 10%: distributed vs sequential {_within(ratios)}/{len(ratios)} "
+          f"(median ratio {statistics.median(ratios):.3f}); second sequential vs first "
+          f"{_within(floor)}/{len(floor)} (median ratio {statistics.median(floor):.3f}), "
+          f"the noise floor; distributed cells measured pinned to cores {cores}")
     print(f"wall: sequential {sequential_s:.2f} s; {name} {distributed_s:.2f} s "
           f"(ratio {distributed_s / sequential_s:.2f}); with the cluster's start "
           f"({startup_s:.2f} s) {(distributed_s + startup_s) / sequential_s:.2f}")
+    print(f"load average: {load_before:.1f} before, {load_after:.1f} after, on "
+          f"{os.cpu_count()} cores")
+
+
+def _within(ratios: list[float]) -> int:
+    return sum(abs(r - 1) <= 0.10 for r in ratios)
 
 
 if __name__ == "__main__":
