@@ -5,8 +5,9 @@
 process: by ``opbench.run_all`` sequentially (``executor=None``), and by
 ``opbench.run_all(executor=...)`` on a Dask ``LocalCluster`` of two worker processes
 (one core each, ``resources={"CPU": 1}``), where each measurement holds a core alone,
-pinned. The sequential sweep runs again after the distributed one: how well two
-sequential runs agree is this machine's noise floor. Per cell it prints the
+pinned. Two controls say where a difference comes from: the same executor with
+one worker (no two measurements at once), and the sequential sweep again at the
+end (how well two sequential runs agree is this machine's noise floor). Per cell it prints the
 medians and their ratios (the distributed run's should agree within 10%: the same
 code on the same cores); then the wall time of each sweep and their ratio. The
 cluster's start (worker processes, their imports) is timed apart and included in
@@ -55,14 +56,14 @@ def fuzzed_timers(cells: int) -> list[opbench.Timer]:
     return timers
 
 
-def start_cluster(kind: str) -> tuple[Any, Any]:
+def start_cluster(kind: str, workers: int) -> tuple[Any, Any]:
     """The executor argument for run_all, and what to close afterwards."""
-    if kind == "processes":
+    if kind == "processes":  # opbench's pool: one worker per core, not configurable
         return "processes", None
     if kind == "ray":
         import ray
 
-        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=200 * 2**20,
+        ray.init(num_cpus=workers, include_dashboard=False, object_store_memory=200 * 2**20,
                  log_to_driver=False, configure_logging=False)
         return "ray", ray
     import dask
@@ -74,7 +75,7 @@ def start_cluster(kind: str) -> tuple[Any, Any]:
     unset = {f"distributed.nanny.pre-spawn-environ.{name}": None for name in
              dask.config.get("distributed.nanny.pre-spawn-environ")}
     with dask.config.set(unset):
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                resources={"CPU": 1}, dashboard_address=":0")
     client = Client(cluster)
     # The workers import torch on their first task; do it now, with the start.
@@ -90,50 +91,69 @@ def close_cluster(kind: str, handle: Any) -> None:
             part.close()
 
 
+def distributed_run(kind: str, workers: int, timers: list[opbench.Timer], min_run_time: float,
+                    args: argparse.Namespace) -> tuple[list[Any], float, float]:
+    """The results, the sweep's wall time and the cluster's start time."""
+    start = time.perf_counter()
+    executor, handle = start_cluster(kind, workers)
+    startup_s = time.perf_counter() - start
+    try:
+        start = time.perf_counter()
+        results = opbench.run_all(timers, executor=executor, results_path=args.results,
+                                  resume=args.resume, min_run_time=min_run_time)
+        return results, time.perf_counter() - start, startup_s
+    finally:
+        close_cluster(kind, handle)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="4 cells, short measurements")
     parser.add_argument("--executor", choices=("dask", "processes", "ray"), default="dask")
-    parser.add_argument("--results", help="stream the distributed run into this sweep file")
+    parser.add_argument("--results", help="stream the 2-worker run into this sweep file")
     parser.add_argument("--resume", action="store_true", help="continue --results' file")
     args = parser.parse_args()
     cells, min_run_time = (4, 0.02) if args.quick else (40, 0.2)
     warnings.simplefilter("ignore", opbench.BenchmarkWarning)
     torch.set_num_threads(1)
     timers = fuzzed_timers(cells)
+    name = {"dask": "Dask LocalCluster(2)", "processes": "opbench processes(2)",
+            "ray": "Ray local(2 CPUs)"}[args.executor]
 
     load_before = os.getloadavg()[0]
     start = time.perf_counter()
     here = opbench.run_all(timers, min_run_time=min_run_time)
     sequential_s = time.perf_counter() - start
-
-    start = time.perf_counter()
-    executor, handle = start_cluster(args.executor)
-    startup_s = time.perf_counter() - start
-    try:
-        start = time.perf_counter()
-        there = opbench.run_all(timers, executor=executor, results_path=args.results,
-                                resume=args.resume, min_run_time=min_run_time)
-        distributed_s = time.perf_counter() - start
-    finally:
-        close_cluster(args.executor, handle)
+    there, distributed_s, startup_s = distributed_run(args.executor, 2, timers, min_run_time,
+                                                      args)
+    # The same executor with one worker: no two measurements at once. Where it agrees
+    # with the sequential run and two workers do not, the difference is the machine's
+    # (two measurements at once on its two cores), not the executor's.
+    alone = None
+    if args.executor != "processes":
+        quiet = argparse.Namespace(results=None, resume=False)
+        alone = distributed_run(args.executor, 1, timers, min_run_time, quiet)[0]
     again = opbench.run_all(timers, min_run_time=min_run_time)
     load_after = os.getloadavg()[0]
 
-    name = {"dask": "Dask LocalCluster(2)", "processes": "opbench processes(2)",
-            "ray": "Ray local(2 CPUs)"}[args.executor]
-    ratios = [b.median / a.median for a, b in zip(here, there)]
-    floor = [c.median / a.median for a, c in zip(here, again)]
-    print(f"{'cell (x + y shapes)':<34} {'seq us':>8} {'dist us':>8} {'seq2 us':>8} "
-          f"{'dist/seq':>8} {'seq2/seq':>8}")
-    for a, b, c, r, f in zip(here, there, again, ratios, floor):
-        print(f"{a.sub_label:<34} {a.median * 1e6:>8.2f} {b.median * 1e6:>8.2f} "
-              f"{c.median * 1e6:>8.2f} {r:>8.3f} {f:>8.3f}")
+    columns = [("dist", there), ("1 worker", alone), ("seq2", again)]
+    columns = [(label, runs) for label, runs in columns if runs is not None]
+    ratios = {label: [b.median / a.median for a, b in zip(here, runs)] for label, runs in columns}
+    print(f"{'cell (x + y shapes)':<31}{'seq us':>8}"
+          + "".join(f"{label + ' us':>13}" for label, _ in columns)
+          + "".join(f"{label + '/seq':>13}" for label, _ in columns))
+    for i, a in enumerate(here):
+        print(f"{a.sub_label:<31}{a.median * 1e6:>8.2f}"
+              + "".join(f"{runs[i].median * 1e6:>13.2f}" for _, runs in columns)
+              + "".join(f"{ratios[label][i]:>13.3f}" for label, _ in columns))
+    print("\ncells within 10% of the sequential run (median ratio):")
+    for label, _ in columns:
+        what = {"dist": f"{name}", "1 worker": f"{name.split('(')[0].strip()} with 1 worker",
+                "seq2": "sequential again (the noise floor)"}[label]
+        print(f"  {what:<40} {_within(ratios[label])}/{len(here)}  "
+              f"({statistics.median(ratios[label]):.3f})")
     cores = sorted({tuple(m.info["environment"]["slot"]["cpus"]) for m in there})
-    print(f"\ncells within 10%: distributed vs sequential {_within(ratios)}/{len(ratios)} "
-          f"(median ratio {statistics.median(ratios):.3f}); second sequential vs first "
-          f"{_within(floor)}/{len(floor)} (median ratio {statistics.median(floor):.3f}), "
-          f"the noise floor; distributed cells measured pinned to cores {cores}")
+    print(f"2-worker cells measured pinned to cores {cores}")
     print(f"wall: sequential {sequential_s:.2f} s; {name} {distributed_s:.2f} s "
           f"(ratio {distributed_s / sequential_s:.2f}); with the cluster's start "
           f"({startup_s:.2f} s) {(distributed_s + startup_s) / sequential_s:.2f}")
