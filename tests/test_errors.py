@@ -31,6 +31,9 @@ def test_every_error_is_an_opbench_error_and_keeps_the_base_torch_users_catch():
         errors.CallgrindUnavailableError: OSError,
         errors.SerializationError: ValueError,
         errors.FuzzerSpecError: AssertionError,  # torch asserts on bad fuzzer specs
+        errors.SweepError: RuntimeError,
+        errors.PlacementError: RuntimeError,
+        errors.SchedulerUnreachableError: ConnectionError,
     }
     for cls, base in expected_bases.items():
         assert issubclass(cls, errors.Error) and issubclass(cls, base), cls

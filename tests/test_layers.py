@@ -28,14 +28,14 @@ FLOORS = {
     0: ["opbench._C"],
     1: ["opbench._version", "opbench.errors", "opbench._checks", "opbench._files",
         "opbench._numerics", "opbench._threads", "opbench._text", "opbench.environment",
-        "opbench.stats", "opbench.progress"],
+        "opbench.stats", "opbench.progress", "opbench.placement", "opbench.sweep_file"],
     2: ["opbench.engines", "opbench.cpp", "opbench.cuda", "opbench.callgrind.globals"],
     3: ["opbench.measurement", "opbench.instructions", "opbench.timer", "opbench.first_call", "opbench.stopping",
         "opbench.profile", "opbench.fuzzer", "opbench.sparse_fuzzer", "opbench.op_fuzzers",
-        "opbench.callgrind"],
+        "opbench.callgrind", "opbench.executors"],
     4: ["opbench.table", "opbench.compare", "opbench.export", "opbench.plot", "opbench.gate",
         "opbench.baselines",
-        "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile"],
+        "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile", "opbench.sweep"],
     5: ["opbench.cli", "opbench.pytest_plugin", "opbench.__main__", "opbench"],
 }
 

@@ -129,3 +129,9 @@ def test_writes_to_stderr_by_default(capsys):
         bar.update()
     captured = capsys.readouterr()
     assert captured.out == "" and "1/1" in captured.err
+
+
+def test_run_all_is_importable_from_here_and_is_the_sweep():
+    import opbench.sweep
+
+    assert run_all is opbench.run_all is opbench.sweep.run_all

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opbench import cuda
+from opbench import cuda, progress
 from opbench._threads import set_torch_threads
 from opbench._version import __version__
 from opbench.ab import ABResult, compare_ab
@@ -35,11 +35,14 @@ from opbench.errors import (
     KeyCollisionError,
     MachineWarning,
     NothingToCompareError,
+    PlacementError,
     ResolutionWarning,
     ResultsFileError,
     ResultsFileWarning,
     SampleSizeWarning,
+    SchedulerUnreachableError,
     SerializationError,
+    SweepError,
     ThrottleWarning,
     UsageError,
 )
@@ -51,13 +54,18 @@ from opbench.measurement import (
     trim_sigfig,
     unit_to_english,
 )
-from opbench.progress import Progress, run_all
+from opbench.progress import Progress
 from opbench.results import load, save
+from opbench.sweep import run_all
 from opbench.timer import Language, Timer, default_timer
 
 # `opbench.timer` is the module opbench/timer.py, callable as torch's clock
 # function `torch.utils.benchmark.timer` is (see timer._CallableModule).
 from opbench import timer  # noqa: E402  isort: skip
+
+# run_all lived in opbench.progress before it grew executors (opbench.sweep);
+# `from opbench.progress import run_all` keeps working.
+progress.run_all = run_all  # type: ignore[attr-defined]
 
 # Names imported on first use, so `import opbench` stays fast and torch-free:
 # public name -> (module, attribute).
@@ -95,12 +103,15 @@ __all__ = [
     "MachineWarning",
     "NothingToCompareError",
     "Measurement",
+    "PlacementError",
     "Progress",
     "ResolutionWarning",
     "ResultsFileError",
     "ResultsFileWarning",
     "SampleSizeWarning",
+    "SchedulerUnreachableError",
     "SerializationError",
+    "SweepError",
     "TaskSpec",
     "ThrottleWarning",
     "Timer",

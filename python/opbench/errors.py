@@ -51,6 +51,9 @@ __all__ = [
     "CallgrindUnavailableError",
     "SerializationError",
     "FuzzerSpecError",
+    "SweepError",
+    "PlacementError",
+    "SchedulerUnreachableError",
     "BenchmarkWarning",
     "MachineWarning",
     "SampleSizeWarning",
@@ -136,6 +139,30 @@ class SerializationError(Error, ValueError):
 class FuzzerSpecError(Error, ValueError, AssertionError):
     """A malformed fuzzer specification. Also an ``AssertionError``, which torch raises
     for the same mistakes, so ``except AssertionError`` written against torch works."""
+
+
+class SweepError(Error, RuntimeError):
+    """Tasks of a distributed sweep (``run_all(executor=...)``) failed; the others ran.
+
+    ``results`` holds every result in the order of the timers (None where a task
+    failed), ``failures`` one ``opbench.sweep.TaskFailure`` per failed task (its
+    error, traceback, worker and attempts). The results file, if any, holds them too."""
+
+    def __init__(self, message: str, results: list[Any] | None = None,
+                 failures: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.results = results or []
+        self.failures = failures or []
+
+
+class PlacementError(Error, RuntimeError):
+    """No worker of the cluster can give a task the slot it needs (cores, a GPU): the
+    message names what the task needs and what the workers offer."""
+
+
+class SchedulerUnreachableError(Error, ConnectionError):
+    """The cluster's scheduler (Dask) or head node (Ray) cannot be reached; the message
+    names the address. A ``ConnectionError`` (an ``OSError``)."""
 
 
 # -- warnings -----------------------------------------------------------------

@@ -16,7 +16,7 @@ dependency on tqdm.
 
 Example:
     >>> import opbench
-    >>> from opbench.progress import run_all
+    >>> from opbench.progress import run_all  # opbench.sweep.run_all
     >>> timers = [opbench.Timer(f"sum(range({n}))") for n in (10, 100)]
     >>> [m.number_per_run for m in run_all(timers, "timeit", number=100, progress=False)]
     [100, 100]
@@ -27,21 +27,17 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import IO, Any
 
 from opbench._checks import check_count
 
-__all__ = ["Progress", "run_all"]
+# `opbench.progress.run_all`, where run_all lived before it grew executors, is
+# `opbench.sweep.run_all`, set by the package's __init__ (a floor above this one).
+__all__ = ["Progress"]
 
 ENV_VAR = "OPBENCH_PROGRESS"
 _OFF_VALUES = {"0", "false", "no", "off"}
-
-# Timer methods that produce results and may be run in a sweep.
-_METHODS = frozenset(
-    {"timeit", "repeat", "autorange", "blocked_autorange", "adaptive_autorange",
-     "collect_callgrind"}
-)
 
 
 def _format_duration(seconds: float) -> str:
@@ -176,54 +172,3 @@ class Progress:
             self._stream.write("\n")
             self._stream.flush()
             self._last_width = 0
-
-
-def _title(timer: Any) -> str:
-    spec = getattr(timer, "task_spec", None)
-    if spec is None:
-        return type(timer).__name__
-    parts = [spec.title.splitlines()[0]]
-    parts += [p for p in (spec.description, spec.env) if p]
-    return " | ".join(parts)
-
-
-def run_all(
-    timers: Iterable[Any],
-    method: str = "blocked_autorange",
-    progress: bool | None = None,
-    *,
-    stream: IO[str] | None = None,
-    **kwargs: Any,
-) -> list[Any]:
-    """Runs ``getattr(timer, method)(**kwargs)`` for every Timer, in order, with a progress bar.
-
-    Args:
-        timers: the Timers (anything with ``method``).
-        method: ``"blocked_autorange"`` (default), ``"adaptive_autorange"``,
-            ``"timeit"``, ``"repeat"``, ``"autorange"`` or ``"collect_callgrind"``.
-        progress: True / False to force the bar, None to show it only on a
-            terminal (and unless ``OPBENCH_PROGRESS=0``).
-        stream: where the bar goes (default stderr).
-        **kwargs: passed to every call, e.g. ``min_run_time=1``.
-
-    Returns:
-        One result per Timer (Measurements; CallgrindStats for collect_callgrind).
-
-    Raises:
-        ValueError: unknown ``method``. TypeError: a timer lacks it. Both
-        before anything runs.
-    """
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {sorted(_METHODS)}, got {method!r}")
-    timers = list(timers)
-    for i, t in enumerate(timers):
-        if not callable(getattr(t, method, None)):
-            raise TypeError(f"timers[{i}] ({type(t).__name__}) has no method {method!r}; "
-                            "pass opbench.Timer objects")
-    results: list[Any] = []
-    with Progress(len(timers), desc=method, enabled=progress, stream=stream) as bar:
-        for t in timers:
-            bar.set_item(_title(t))
-            results.append(getattr(t, method)(**kwargs))
-            bar.update()
-    return results

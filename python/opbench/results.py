@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from opbench import environment as _environment
-from opbench import stats
+from opbench import stats, sweep_file
 from opbench._checks import is_count, is_finite_number
 from opbench._files import atomic_write_text
 from opbench.errors import KeyCollisionError, ResultsFileError, ResultsFileWarning, warn
@@ -411,6 +411,8 @@ def load(path: str | os.PathLike[str]) -> Results:
 def loads(data: bytes | str, *, source: str = "<string>") -> Results:
     """``load`` from the text (or bytes) itself; ``source`` names it in errors."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    # A sweep's streamed file (JSON lines) reads as one document of its results.
+    raw = sweep_file.as_results_document(raw, source, (FORMAT, VERSION))
     try:
         doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
