@@ -326,6 +326,7 @@ def test_a_cluster_unusable_for_the_grace_period_stops_the_sweep(monkeypatch):
 
 
 def test_a_worker_with_other_timing_variables_is_flagged(monkeypatch):
+    monkeypatch.setattr(opbench.errors, "_shown", set())  # shown once per process: fresh here
     monkeypatch.setattr(executors, "_environment_at_start", lambda: {"OMP_NUM_THREADS": "3"})
     m = opbench.Measurement(1, [1e-6], opbench.TaskSpec("f()", "pass"))
     env = {"hostname": "h", "variables": {"MALLOC_TRIM_THRESHOLD_": "65536"}}
