@@ -162,3 +162,11 @@ def test_false_verdicts_stay_within_the_stated_rate_despite_repeated_looks(
                max_run_time=2.0).verdict in ("faster", "slower")
         for seed in range(seeds))
     assert false <= 0.05 * seeds, (noise, threshold, false)
+
+
+def test_a_verdict_within_the_code_placement_spread_says_so(monkeypatch):
+    r = run_ab(monkeypatch, drifting_mock(0, noise=0.01), stmt_b="slow()")
+    assert not r.within_layout_spread and "code-placement" not in str(r)
+    r.a.info["layout_spread"] = 0.2  # as a C++ timer with layouts=N reports
+    assert r.layout_spread == 0.2 and r.within_layout_spread
+    assert "within the code-placement spread (20.0%): possibly an address accident" in str(r)

@@ -139,3 +139,18 @@ def test_exports_delegate_to_export_module(tmp_path):
     assert compare.to_markdown() == export.to_markdown(compare)
     assert compare.to_csv(tmp_path / "t.csv") == (tmp_path / "t.csv").read_text()
     assert compare.to_html().startswith("<")
+
+
+def test_a_difference_within_the_code_placement_spread_is_flagged():
+    # C++ timers with layouts=N carry the spread code placement alone gave them.
+    def m(description, median, spread):
+        return opbench.Measurement(1, [median] * 5, opbench.TaskSpec(
+            "f()", "pass", label="L", sub_label="row", description=description),
+            info={"layout_spread": spread})
+
+    text = str(opbench.Compare([m("a", 1.00e-6, 0.06), m("b", 1.04e-6, 0.05),
+                                m("c", 1.50e-6, 0.05)]))
+    assert "(~) row: b vs a differ by 4.0%, within the code-placement spread (6.0%)" in text
+    assert "c vs a" not in text  # 50% is beyond any placement effect
+    plain = str(opbench.Compare([opbench.Measurement(1, [1e-6], opbench.TaskSpec("f()", "pass"))]))
+    assert "(~)" not in plain  # torch's text is untouched without layouts

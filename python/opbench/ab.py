@@ -59,6 +59,20 @@ class ABResult:
     threshold: float
     confidence: float
 
+    @property
+    def layout_spread(self) -> float | None:
+        """The larger code-placement spread of A and B (C++ timers with ``layouts=N``)."""
+        spreads = [m.info.get("layout_spread") for m in (self.a, self.b)]
+        known = [s for s in spreads if isinstance(s, float)]
+        return max(known) if known else None
+
+    @property
+    def within_layout_spread(self) -> bool:
+        """The whole interval lies within 1 +- the code-placement spread: the difference,
+        whatever the verdict, is no larger than moving the code gives."""
+        spread = self.layout_spread
+        return spread is not None and 1 - spread <= self.ci_low and self.ci_high <= 1 + spread
+
     def __str__(self) -> str:
         name_a, name_b = (_name(m) for m in (self.a, self.b))
         change = (self.ratio - 1) * 100
@@ -67,6 +81,8 @@ class ABResult:
             f"CI {self.ci_low:.4f} to {self.ci_high:.4f} ({self.confidence:.0%} over all looks); "
             f"verdict: {self.verdict} (threshold {self.threshold:.1%}; {self.n_pairs} pairs "
             f"of {self.number_per_run} runs)"
+            + (f"; within the code-placement spread ({self.layout_spread:.1%}): possibly an "
+               "address accident" if self.within_layout_spread else "")
         )
 
 

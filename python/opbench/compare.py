@@ -102,9 +102,10 @@ def _render(table: Table, colorize: Colorize) -> str:
         "(! XX%) Measurement has high variance, where XX is the IQR / median * 100.\n"
         if table.highlight_warnings else ""
     )
+    placement = "".join(f"(~) {note}\n" for note in table.placement_notes())
     return (
         f"[{title}]\n" + "\n".join(lines) + "\n\n"
-        f"{table.note}\n" + warning_note
+        f"{table.note}\n" + warning_note + placement
     )
 
 

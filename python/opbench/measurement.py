@@ -102,6 +102,7 @@ class TaskSpec:
         return "\n".join(f"{s}\n" if "\n" in s else s for s in sections if s)
 
 
+_MISSING = object()
 _TASKSPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(TaskSpec))
 
 
@@ -378,7 +379,8 @@ class Measurement:
         """Pools replicates of the same TaskSpec into one Measurement per task.
 
         Times are extrapolated to ``number_per_run=1``; metadata is dropped,
-        since it may differ between replicates.
+        since it may differ between replicates (as torch does); ``info`` keeps the
+        entries every replicate agrees on.
         """
         groups: dict[TaskSpec, list[Measurement]] = collections.defaultdict(list)
         for m in measurements:
@@ -389,6 +391,8 @@ class Measurement:
                 raw_times=[t for m in group for t in m.times],
                 task_spec=task_spec,
                 metadata=None,
+                info={k: v for k, v in group[0].info.items()
+                      if all(m.info.get(k, _MISSING) == v for m in group[1:])},
             )
             for task_spec, group in groups.items()
         ]

@@ -99,6 +99,28 @@ class Table:
         """Whether results differ in env (then rows are tagged with it)."""
         return len({row.env for row in self.rows}) > 1
 
+    def placement_notes(self) -> list[str]:
+        """Cells whose difference from the fastest of their row is smaller than the spread
+        that code placement alone gave them (C++ timers built with ``layouts=N``): such a
+        difference may be an address accident, not a speed difference."""
+        notes = []
+        for row in self.rows:
+            spread = {i: c.info["layout_spread"] for i, c in enumerate(row.cells)
+                      if c is not None and isinstance(c.info.get("layout_spread"), float)}
+            if len(spread) < 2:
+                continue
+            best = min(spread, key=lambda i: row.cells[i].median)  # type: ignore[union-attr]
+            for i in spread:
+                if i == best:
+                    continue
+                ratio = row.cells[i].median / row.cells[best].median  # type: ignore[union-attr]
+                limit = max(spread[i], spread[best])
+                if ratio - 1 < limit:
+                    notes.append(f"{row.name}: {self.columns[i]} vs {self.columns[best]} differ "
+                                 f"by {ratio - 1:.1%}, within the code-placement spread "
+                                 f"({limit:.1%})")
+        return notes
+
     def groups(self) -> list[list[Row]]:
         """The rows split by thread count (the text table's "N threads:" sections)."""
         return [list(rows) for _, rows in itertools.groupby(self.rows, key=lambda r: r.num_threads)]
