@@ -19,7 +19,6 @@ import argparse
 import time
 import warnings
 
-
 import torch
 import torch.utils.benchmark as tb
 

@@ -46,7 +46,7 @@ def no_cuda_reason() -> str | None:
         import opbench.cuda as oc
 
         oc.Event()  # loads libcuda through opbench's own binding
-    except Exception as e:  # noqa: BLE001 - any failure here means: no usable device
+    except Exception as e:
         return str(e)
     return None
 
@@ -195,7 +195,8 @@ def main() -> int:
     per_it = statistics.median(oc.DeviceTimer(tiny, mode="per_iteration").per_call_times(n))
     unheld = median_per_call(oc.DeviceTimer(tiny, launch_hold=False).timeit, n, repeats)
     timer_m = opbench.Timer(tiny, device_timing="events").blocked_autorange(min_run_time=0.05).median
-    tub_m = tub.Timer("fn()", globals={"fn": tiny}).blocked_autorange(min_run_time=0.05 if quick else 0.3).median
+    tub_m = tub.Timer("fn()", globals={"fn": tiny}).blocked_autorange(
+        min_run_time=0.05 if quick else 0.3).median
     ev_m = median_per_call(torch_events_block(tiny), n, repeats)
     case = "tiny add_ 1024 fp32"
     table.add(case, "profiler kernel span", span)

@@ -23,7 +23,6 @@ import importlib
 import time
 import warnings
 
-
 import torch
 import torch.utils.benchmark as tb
 import torch.utils.benchmark.utils.fuzzer as torch_fuzzer_module

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.utils.benchmark as tb
 import torch.utils.benchmark.utils.fuzzer as torch_fuzzer_module
+
 import torch_bugs
 
 

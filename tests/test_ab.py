@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from opbench import environment, errors
+from opbench import errors
 from opbench.ab import ABResult, compare_ab, verdict
 from opbench.timer import Timer
 

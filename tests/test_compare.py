@@ -6,9 +6,9 @@ import random
 
 import pytest
 import torch.utils.benchmark as tb
-import torch_bugs
 
 import opbench
+import torch_bugs
 
 
 def _results(seed: int, *, envs=("A", "B"), descriptions=("mul/sum", "bmm", "[1, 64]")):

@@ -129,5 +129,5 @@ def test_first_call_runs_setup_untimed():
 
 
 def test_first_call_rejects_non_timers():
-    with pytest.raises(TypeError, match="needs an opbench.Timer"):
+    with pytest.raises(TypeError, match=r"needs an opbench\.Timer"):
         measure_first_call(object())

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from opbench.cpp import include_dir, load_inline
+from opbench.errors import CompileError, PrecompiledHeaderWarning
+
 torch = pytest.importorskip("torch", reason="load_inline needs torch")
 pytestmark = pytest.mark.skipif(
     not any(shutil.which(c) for c in ("c++", "g++")), reason="no C++ compiler on PATH"
 )
-
-from opbench.cpp import include_dir, load_inline
-from opbench.errors import CompileError, PrecompiledHeaderWarning
 
 # The recipe's flags (examples/recipe_section8.py), so the two files share one PCH.
 FLAGS = {"extra_cflags": ["-O2"], "extra_include_paths": [include_dir()]}

@@ -15,7 +15,8 @@ Defects of issue 12, each with the tests that failed before the fix:
       test_timer_with_a_lazy_kernel_keeps_the_hold_and_reports_the_cold_first_call,
       test_a_stall_at_the_first_held_block_is_retried_held, test_module_loading_mode_is_recorded
   2 hold_stream swallowing errors: test_hold_errors_other_than_not_supported_are_raised,
-      test_a_sticky_error_reaches_the_hold_and_is_raised, test_not_supported_turns_the_hold_off_with_its_reason
+      test_a_sticky_error_reaches_the_hold_and_is_raised,
+      test_not_supported_turns_the_hold_off_with_its_reason
   3 launch queue:                  test_eight_kernels_per_call_never_fill_the_launch_queue,
       test_the_learned_block_size_is_kept_for_the_device,
       test_a_stall_keeps_blocks_already_measured
@@ -36,9 +37,9 @@ import time
 import warnings
 
 import pytest
-from fake_cuda import HW_SLOWDOWN, ILLEGAL_ADDRESS, NOT_SUPPORTED, SW_POWER_CAP, FakeCuda, library
 
 import opbench.cuda as oc
+from fake_cuda import HW_SLOWDOWN, ILLEGAL_ADDRESS, NOT_SUPPORTED, SW_POWER_CAP, FakeCuda, library
 from opbench import _C, errors
 from opbench.errors import LaunchHoldWarning, ResolutionWarning, ThrottleWarning
 
@@ -131,7 +132,8 @@ def test_import_needs_neither_torch_nor_driver():
         "import opbench.cuda\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                         timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
 
@@ -173,19 +175,21 @@ def test_missing_driver_names_the_library():
 
 def test_no_gpu_is_a_clear_error(fake):
     fake.configure(device_count=0)
-    with pytest.raises(oc.CudaError, match=r"no CUDA device: cuInit reports CUDA_ERROR_NO_DEVICE \(100\)") as e:
+    with pytest.raises(oc.CudaError,
+                       match=r"no CUDA device: cuInit reports CUDA_ERROR_NO_DEVICE \(100\)") as e:
         oc.DeviceTimer(lambda: None)
     assert e.value.code == 100 and e.value.function == "cuInit"
 
 
 def test_device_out_of_range(fake):
-    with pytest.raises(oc.CudaError, match=r"CUDA device 3 requested, but this machine has 1 \(valid: 0..0\)"):
+    with pytest.raises(oc.CudaError,
+                       match=r"CUDA device 3 requested, but this machine has 1 \(valid: 0..0\)"):
         oc.DeviceTimer(lambda: None, device=3)
 
 
 def test_graph_mode_without_torch_says_install_torch(fake, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
-    with pytest.raises(ImportError, match="needs torch .*install torch"):
+    with pytest.raises(ImportError, match=r"needs torch .*install torch"):
         oc.DeviceTimer(lambda: None, mode="graph")
 
 
@@ -195,7 +199,8 @@ def test_graph_mode_rejects_explicit_stream(fake):
 
 
 def test_bad_stream_type(fake):
-    with pytest.raises(TypeError, match="stream must be None, an int CUstream handle or a torch.cuda.Stream"):
+    with pytest.raises(TypeError,
+                       match=r"stream must be None, an int CUstream handle or a torch\.cuda\.Stream"):
         oc.DeviceTimer(lambda: None, stream="default")
 
 
@@ -895,7 +900,8 @@ def test_gpu_kernel_fault_is_reported_not_hung():
         "t = oc.DeviceTimer(lambda: x.index_add_(0, i, x[:1]))\n"
         "try:\n    t.timeit(1)\nexcept oc.CudaError as e:\n    print(e.function, e.code)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                         timeout=120)
     # torch checks index_add_'s indices on the device: CUDA_ERROR_ASSERT (710), reported by
     # the first driver call after the fault (the first call runs unheld, so it may be a record).
     reported = out.stdout.split()

@@ -450,5 +450,5 @@ def test_torch_statement_end_to_end(torch_cache: Path, monkeypatch: pytest.Monke
     with pytest.raises(build.CompileError) as info:
         CppTimer(stmt="auto y = x +;", setup="auto x = torch::ones({4});").timeit(1)
     assert str(info.value).startswith("C++ statement failed to compile: stmt:1:")
-    with pytest.raises(build.CompileError, match="#include <torch/torch.h>"):
+    with pytest.raises(build.CompileError, match=r"#include <torch/torch\.h>"):
         CppTimer(stmt="torch::nn::Linear m(2, 2);").timeit(1)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from opbench import _C
-from opbench.engines.python import PythonEngine, default_timer as timer
+from opbench.engines.python import PythonEngine
+from opbench.engines.python import default_timer as timer
 
 
 def test_clock_is_monotonic_and_measured():

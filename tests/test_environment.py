@@ -22,7 +22,7 @@ def test_collect_is_json_able_and_complete():
     for key in ("hostname", "cpu_model", "cpu_count", "governor", "python", "opbench",
                 "torch", "cuda", "device", "num_threads"):
         assert key in env
-    assert env["cpu_count"] >= 1 and env["python"] == "%d.%d.%d" % sys.version_info[:3]
+    assert env["cpu_count"] >= 1 and env["python"] == ".".join(map(str, sys.version_info[:3]))
     assert env["clock_read_cost_ns"] > 0 and env["clock_resolution_ns"] > 0
 
 

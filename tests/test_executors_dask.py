@@ -7,11 +7,11 @@ import threading
 import time
 
 import pytest
-from sweep_faults import die_once
 
 import opbench
 from opbench import executors
 from opbench.errors import PlacementError, SchedulerUnreachableError, SweepError
+from sweep_faults import die_once
 
 distributed = pytest.importorskip("distributed", reason="Dask's distributed is not installed "
                                   "(pip install 'opbench[dask]')")

@@ -10,10 +10,10 @@ import os
 import socket
 
 import pytest
-from sweep_faults import die_once
 
 import opbench
 from opbench.errors import PlacementError, SchedulerUnreachableError, SweepError
+from sweep_faults import die_once
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'opbench[ray]')")
 

@@ -139,7 +139,7 @@ class _Cells(HTMLParser):
 
 
 def test_html_matches_markdown_and_escapes():
-    compare = opbench.Compare(_sweep() + [_m(5e-6, sub_label="<script>&", description="eager")])
+    compare = opbench.Compare([*_sweep(), _m(5e-06, sub_label="<script>&", description="eager")])
     html_text = to_html(compare)
     assert "<script>&" not in html_text and "&lt;script&gt;&amp;" in html_text
     first_table = html_text.split("</table>")[0]

@@ -158,7 +158,7 @@ def test_fuzzer_validation():
         _fuzzer([n, ob.FuzzedParameter("m", distribution={ob.ParameterAlias("missing"): 1.0})])
     with pytest.raises(TypeError, match="FuzzedParameter objects or lists of them"):
         _fuzzer([n, [[n]]])
-    with pytest.raises(TypeError, match="opbench FuzzedParameter.*torch.utils.benchmark"):
+    with pytest.raises(TypeError, match=r"opbench FuzzedParameter.*torch\.utils\.benchmark"):
         _fuzzer([tb.FuzzedParameter("m", 1, 4, "uniform")])
     with pytest.raises(ValueError, match=r"Tensor 'x' refers to \['k', 'd'\]"):
         _fuzzer([n], [ob.FuzzedTensor("x", size=("n", "k"), dim_parameter="d")])
@@ -189,7 +189,7 @@ def test_alias_chain_and_nested_lists():
 def test_rejecting_every_candidate_raises_clear_error():
     fuzzer = _fuzzer([ob.FuzzedParameter("n", 1, 8, "uniform")],
                      [ob.FuzzedTensor("x", size=("n",), min_elements=100)])
-    with pytest.raises(ValueError, match="Failed to generate a set of valid parameters.*Loosen"):
+    with pytest.raises(ValueError, match=r"Failed to generate a set of valid parameters.*Loosen"):
         next(iter(fuzzer.take(1)))
     assert fuzzer.rejection_rate == 1.0
 

@@ -30,7 +30,8 @@ FLOORS = {
         "opbench._numerics", "opbench._threads", "opbench._text", "opbench.environment",
         "opbench.stats", "opbench.progress", "opbench.placement", "opbench.sweep_file"],
     2: ["opbench.engines", "opbench.cpp", "opbench.cuda", "opbench.callgrind.globals"],
-    3: ["opbench.measurement", "opbench.instructions", "opbench.timer", "opbench.first_call", "opbench.stopping",
+    3: ["opbench.measurement", "opbench.instructions", "opbench.timer", "opbench.first_call",
+        "opbench.stopping",
         "opbench.profile", "opbench.fuzzer", "opbench.sparse_fuzzer", "opbench.op_fuzzers",
         "opbench.callgrind", "opbench.executors"],
     4: ["opbench.table", "opbench.compare", "opbench.export", "opbench.plot", "opbench.gate",
@@ -138,7 +139,7 @@ def test_no_import_cycles():
         stack.append(m)
         for t in sorted(edges(m)):
             if state.get(t) == 1:
-                cycle = stack[stack.index(t):] + [t]
+                cycle = [*stack[stack.index(t):], t]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
             if t not in state:
                 visit(t)

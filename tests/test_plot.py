@@ -86,7 +86,7 @@ def test_bad_input_is_reported(tmp_path):
         plot_speedup(_sweep(), tmp_path / "x.png", baseline="nope")
     with pytest.raises(ValueError, match="by must be one of"):
         plot_speedup(_sweep(), tmp_path / "x.png", baseline="eager", by="label")
-    with pytest.raises(ValueError, match="end the name in .png"):
+    with pytest.raises(ValueError, match=r"end the name in \.png"):
         plot_bars(_sweep(), tmp_path / "x.unknown")
     with pytest.raises(ValueError, match="nothing to plot"):
         plot_bars([], tmp_path / "x.png")

@@ -6,9 +6,8 @@ import io
 import pytest
 
 import opbench
-from opbench.progress import Progress, run_all
-
 from conftest import MockTimer
+from opbench.progress import Progress, run_all
 
 
 class FakeTTY(io.StringIO):

@@ -11,9 +11,9 @@ import stat
 
 import pytest
 
-from conftest import strip_object_line
 import opbench
-from opbench import environment, errors, results
+from conftest import strip_object_line
+from opbench import errors, results
 from opbench.instructions import InstructionCounts
 from opbench.measurement import Measurement, TaskSpec
 from opbench.results import ResultsFileError, dumps, load, save
@@ -103,7 +103,7 @@ def edit(tmp_path, change):
 
 def test_future_version_says_upgrade(tmp_path):
     path = edit(tmp_path, lambda d: d.update(version=results.VERSION + 1))
-    with pytest.raises(ResultsFileError, match="newer opbench.*upgrade opbench"):
+    with pytest.raises(ResultsFileError, match=r"newer opbench.*upgrade opbench"):
         load(path)
 
 
@@ -169,7 +169,7 @@ def test_dumps_loads_round_trip_and_name_the_source():
     m = Measurement(3, [1e-6, 2e-6], TaskSpec("f()", "pass", label="L"))
     back = loads(dumps([m], environment={"host": "x"}))
     assert back[0] == m and back.environment == {"host": "x"}
-    with pytest.raises(ResultsFileError, match="^worker 3: truncated or corrupt JSON"):
+    with pytest.raises(ResultsFileError, match=r"^worker 3: truncated or corrupt JSON"):
         loads(dumps([m])[:-10], source="worker 3")
 
 
@@ -212,7 +212,7 @@ def _mutations(text: str, rng: random.Random):
         children = node.items() if isinstance(node, dict) else enumerate(node) \
             if isinstance(node, list) else ()
         for k, v in children:
-            yield from paths(v, prefix + (k,))
+            yield from paths(v, (*prefix, k))
 
     every = [p for p in paths(doc) if p]
     for _ in range(400):

@@ -11,7 +11,7 @@ from math import comb
 
 import pytest
 
-from opbench import environment, errors, stats
+from opbench import errors, stats
 from opbench.measurement import Measurement, TaskSpec
 
 

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from conftest import MockTimer
-from opbench import environment, errors, stats
+from opbench import errors, stats
 from opbench.stopping import converge
 from opbench.timer import Timer
 

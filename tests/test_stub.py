@@ -53,7 +53,7 @@ def _pybind_type(text: str) -> str | None:
 def _split_params(text: str) -> list[str]:
     params, depth, current = [], 0, ""
     for ch in text:
-        depth += ch in "[(" and 1 or ch in "])" and -1 or 0
+        depth += (ch in "[(" and 1) or (ch in "])" and -1) or 0
         if ch == "," and depth == 0:
             params.append(current.strip())
             current = ""

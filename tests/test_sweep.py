@@ -17,7 +17,6 @@ import threading
 import time
 
 import pytest
-from sweep_faults import die_once
 
 import opbench
 from opbench import executors, sweep
@@ -27,6 +26,7 @@ from opbench.errors import (
     SerializationError,
     SweepError,
 )
+from sweep_faults import die_once
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_getaffinity"),
                                 reason="the process pool pins cores with Linux affinity calls")
@@ -117,7 +117,7 @@ def test_a_worker_death_is_survived_by_the_retry_on_another_worker(tmp_path):
 
 def test_unsendable_globals_are_refused_naming_the_global_before_anything_runs(tmp_path):
     log, path = tmp_path / "log", tmp_path / "sweep.jsonl"
-    timers = _timers(log, 1) + [opbench.Timer("lock", globals={"lock": threading.Lock()})]
+    timers = [*_timers(log, 1), opbench.Timer("lock", globals={"lock": threading.Lock()})]
     with pytest.raises(SerializationError, match=r"timers\[1\].*global 'lock' \(of type lock\)"):
         opbench.run_all(timers, "timeit", executor="processes", progress=False,
                         results_path=path, number=10)

@@ -61,7 +61,7 @@ def test_existing_results_are_never_overwritten(tmp_path):
     with SweepWriter(path, "timeit", {"number": 1}) as out:
         out.add_result("k0", 0, _doc("a", 1e-6))
     before = path.read_bytes()
-    with pytest.raises(ResultsFileError, match="already holds 1 result.*resume=True"):
+    with pytest.raises(ResultsFileError, match=r"already holds 1 result.*resume=True"):
         SweepWriter(path, "timeit", {"number": 1})
     with pytest.raises(ResultsFileError, match=r"blocked_autorange.*Resume with the same"):
         SweepWriter(path, "blocked_autorange", {"number": 1}, resume=True)
@@ -90,7 +90,7 @@ def test_corrupt_and_future_files_name_the_problem(tmp_path):
         opbench.load(path)
     header = json.loads(lines[0])
     path.write_text(json.dumps({**header, "version": 99}) + "\n")
-    with pytest.raises(ResultsFileError, match="version 99.*upgrade"):
+    with pytest.raises(ResultsFileError, match=r"version 99.*upgrade"):
         opbench.load(path)
     path.write_text(lines[0] + "\n" + json.dumps({"key": "k", "status": "ok"}) + "\n")
     with pytest.raises(ResultsFileError, match="line 2: a result line without its result"):

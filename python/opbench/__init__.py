@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from opbench import cuda, progress
+# `opbench.timer` is the module opbench/timer.py, callable as torch's clock
+# function `torch.utils.benchmark.timer` is (see timer._CallableModule).
+from opbench import cuda, progress, timer
 from opbench._threads import set_torch_threads
 from opbench._version import __version__
 from opbench.ab import ABResult, compare_ab
@@ -31,8 +33,8 @@ from opbench.errors import (
     ElisionWarning,
     Error,
     FuzzerSpecError,
-    LaunchHoldWarning,
     KeyCollisionError,
+    LaunchHoldWarning,
     MachineWarning,
     NothingToCompareError,
     PlacementError,
@@ -58,10 +60,6 @@ from opbench.progress import Progress
 from opbench.results import load, save
 from opbench.sweep import run_all
 from opbench.timer import Language, Timer, default_timer
-
-# `opbench.timer` is the module opbench/timer.py, callable as torch's clock
-# function `torch.utils.benchmark.timer` is (see timer._CallableModule).
-from opbench import timer  # noqa: E402  isort: skip
 
 # run_all lived in opbench.progress before it grew executors (opbench.sweep);
 # `from opbench.progress import run_all` keeps working.

@@ -34,7 +34,7 @@ from opbench._checks import check_count
 from opbench._text import text_table
 from opbench.first_call import measure_first_call
 
-__all__ = ["benchmark_compile", "bench_all"]
+__all__ = ["bench_all", "benchmark_compile"]
 
 _INFERENCE_STMT = "model(sample_input)"
 _TRAINING_STMT = """\
@@ -109,7 +109,7 @@ def benchmark_compile(
             raise RuntimeError("No compilation occurred during benchmarking.")
         if counter.frame_count > 1:
             raise RuntimeError("Recompilation occurred during benchmarking.")
-    except Exception as e:  # noqa: BLE001 - torch reports and moves on to the next backend
+    except Exception as e:
         print(e)
         print(f"Failed to compile {backend} with mode {mode}")
         return None, None

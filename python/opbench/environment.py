@@ -30,7 +30,7 @@ from opbench import _C
 from opbench._version import __version__
 from opbench.errors import MachineWarning, SampleSizeWarning, WarningRecord, warn
 
-__all__ = ["collect", "check_machine", "warn_too_few_samples"]
+__all__ = ["check_machine", "collect", "warn_too_few_samples"]
 
 _GOVERNOR_GLOB = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor"
 

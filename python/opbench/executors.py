@@ -114,7 +114,7 @@ def _culprit(timer: Any, kwargs: dict[str, Any], pickler: type[pickle.Pickler]) 
     for what, value in candidates:
         try:
             _dumps(value, pickler)
-        except Exception as e:  # noqa: BLE001  pickling raises many types; all mean one thing
+        except Exception as e:
             return f"{what} (of type {type(value).__name__}) does not serialize: " \
                    f"{type(e).__name__}: {e}"
     return "it does not serialize"
@@ -235,7 +235,7 @@ def run_task(payload: bytes, needs: tuple[int, int]) -> dict[str, Any]:
         with placement.reserve(Needs(*needs)) as slot:
             timer, method, kwargs = pickle.loads(payload)
             value = getattr(timer, method)(**kwargs)
-    except Exception as e:  # noqa: BLE001  the task's own failure: reported, the sweep goes on
+    except Exception as e:
         return {"status": "error", "error": f"{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc(), "worker": worker_id(),
                 "environment": worker_environment(slot)}
@@ -330,7 +330,7 @@ def _child_main(read_fd: int, write_fd: int) -> None:
         outcome = run_task(*message)
         try:
             outbox.send(outcome)
-        except Exception as e:  # noqa: BLE001  a result that does not pickle back
+        except Exception as e:
             outbox.send({**outcome, "status": "error", "value": None,
                          "error": f"the result cannot be sent back: {type(e).__name__}: {e}",
                          "traceback": traceback.format_exc()})
@@ -563,7 +563,7 @@ class _Dask(_Executor):
             except KilledWorker as e:
                 address = getattr(getattr(e, "last_worker", None), "address", worker)
                 outcome = _lost(address, f"its Dask worker {address} died running it")
-            except Exception as e:  # noqa: BLE001  the cluster's failure, not the task's
+            except Exception as e:
                 outcome = _lost(worker, f"{type(e).__name__}: {e}")
             # Held no longer: else a worker that dies later has the scheduler measure
             # it again, to restore a result already read.

@@ -50,7 +50,7 @@ class _Tables(Protocol):
 
     def tables(self) -> list[Table]: ...
 
-__all__ = ["to_markdown", "to_csv", "to_html"]
+__all__ = ["to_csv", "to_html", "to_markdown"]
 
 
 CSV_HEADER = (

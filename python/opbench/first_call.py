@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["measure_first_call", "INFO_KEY"]
+__all__ = ["INFO_KEY", "measure_first_call"]
 
 # Where Timer(record_first_call=True) stores the figure in Measurement.info.
 INFO_KEY = "first_call_s"

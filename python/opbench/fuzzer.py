@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import bisect
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, Union
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from opbench.errors import FuzzerSpecError
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy
     import torch as _torch_t
 
-__all__ = ["Fuzzer", "FuzzedParameter", "ParameterAlias", "FuzzedTensor"]
+__all__ = ["FuzzedParameter", "FuzzedTensor", "Fuzzer", "ParameterAlias"]
 
 _INSTALL_HINT = "opbench.fuzzer needs torch (and numpy): pip install torch"
 
@@ -510,7 +511,7 @@ class Fuzzer:
             while isinstance(value, ParameterAlias):
                 if value.alias_to in chain:
                     raise ValueError(
-                        "ParameterAlias cycle detected: " + " -> ".join(chain + [value.alias_to]))
+                        "ParameterAlias cycle detected: " + " -> ".join([*chain, value.alias_to]))
                 chain.append(value.alias_to)
                 value = params[value.alias_to]
             params[name] = value

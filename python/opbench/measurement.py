@@ -17,12 +17,12 @@ from typing import Any
 from opbench import _numerics, stats
 
 __all__ = [
-    "TaskSpec",
     "Measurement",
-    "select_unit",
-    "unit_to_english",
-    "trim_sigfig",
+    "TaskSpec",
     "ordered_unique",
+    "select_unit",
+    "trim_sigfig",
+    "unit_to_english",
 ]
 
 _MAX_SIGNIFICANT_FIGURES = 4

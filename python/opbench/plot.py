@@ -35,7 +35,7 @@ from opbench import table as table_model
 from opbench._files import PathLike, atomic_write
 from opbench.measurement import Measurement
 
-__all__ = ["plot_bars", "plot_speedup", "iqr_interval"]
+__all__ = ["iqr_interval", "plot_bars", "plot_speedup"]
 
 _BY_FIELDS = ("description", "env")
 

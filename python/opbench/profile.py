@@ -35,7 +35,7 @@ from opbench._text import text_table
 from opbench._threads import set_torch_threads
 from opbench.measurement import select_unit
 
-__all__ = ["profile", "ProfileReport", "ProfileRow"]
+__all__ = ["ProfileReport", "ProfileRow", "profile"]
 
 _SORT_KEYS = {"cumulative": "cumtime", "cumtime": "cumtime", "own": "tottime", "tottime": "tottime"}
 

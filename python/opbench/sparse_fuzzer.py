@@ -20,8 +20,9 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from numbers import Number
-from typing import Any, Sequence
+from typing import Any
 
 from opbench import fuzzer as _fuzzer
 from opbench.fuzzer import FuzzedTensor
@@ -62,7 +63,7 @@ class FuzzedSparseTensor(FuzzedTensor):
         self._sparse_dim = sparse_dim
 
     def _parameter_names(self) -> list[str]:
-        names = super()._parameter_names() + [self._density, self._coalesced]
+        names = [*super()._parameter_names(), self._density, self._coalesced]
         return names + ([self._sparse_dim] if self._sparse_dim is not None else [])
 
     @staticmethod

@@ -182,7 +182,8 @@ class SweepWriter:
             a file is refused rather than overwritten.
 
     ``completed`` maps the key of each task the file already holds to its
-    results document (the worker's environment in each measurement's info). Use as a context manager (``close()`` releases the file).
+    results document (the worker's environment in each measurement's info). Use as a
+    context manager (``close()`` releases the file).
 
     Raises:
         ResultsFileError: the file holds results and ``resume`` is False; it

@@ -35,7 +35,7 @@ from opbench.engines.python import PythonEngine, check_syntax, default_timer, is
 from opbench.errors import WarningRecord, recording
 from opbench.measurement import Measurement, TaskSpec
 
-__all__ = ["Timer", "Language", "default_timer"]
+__all__ = ["Language", "Timer", "default_timer"]
 
 # Largest block size torch will try: its C++ timers take an int32 count.
 _MAX_BLOCK_SIZE = 2147483647

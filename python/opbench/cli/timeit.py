@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         m = _measure(args, timer, target)
     # The user's statement may raise anything: show where, as python -m timeit does.
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         traceback.print_exc()
         print(f"opbench timeit: error: the statement raised {type(e).__name__}: {e}",
               file=sys.stderr)

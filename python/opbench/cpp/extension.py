@@ -146,7 +146,7 @@ def _bindings(functions: str | list[str] | dict[str, str] | None,
         functions = {f: f for f in functions}
     elif not isinstance(functions, dict):
         # torch's own error and type: code catching it keeps working.
-        raise ValueError(  # noqa: TRY004
+        raise ValueError(
             f"Expected 'functions' to be a list or dict, but was {type(functions)}")
     lines = ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
     for function, doc in functions.items():

@@ -17,7 +17,8 @@ order in which they are drawn, so each fuzzer lists them exactly as torch does.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from opbench.fuzzer import FuzzedParameter, FuzzedTensor, ParameterAlias, _require
 from opbench.sparse_fuzzer import FuzzedSparseTensor
