@@ -6,7 +6,6 @@ import functools
 import math
 import os
 import signal
-import subprocess
 import threading
 import time
 

@@ -8,6 +8,7 @@ unpickling looks. Collections are shared through module-scoped fixtures.
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -17,24 +18,23 @@ import textwrap
 import threading
 
 import pytest
+from test_callgrind_collect import group_ends
+from test_callgrind_cpp import SETUP as CPP_SETUP  # ten adds through a volatile: no allocation
+from test_callgrind_cpp import STMT as CPP_STMT
 
 import opbench
 from opbench.callgrind import collect as cg_collect
 from opbench.callgrind import worker as cg_worker
 from opbench.callgrind.stats import CallgrindStats
 from opbench.callgrind.worker import ChildTraceback
-from test_callgrind_collect import group_ends
 
-REASON = cg_collect.callgrind_unavailable_reason()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=str(REASON))
-needs_compiler = pytest.mark.skipif(
-    not any(shutil.which(c) for c in ("c++", "g++", "clang++")), reason="no C++ compiler on PATH")
+pytestmark = pytest.mark.skipif(cg_collect.callgrind_unavailable_reason() is not None,
+                                reason=str(cg_collect.callgrind_unavailable_reason()))
+HAS_COMPILER = any(shutil.which(c) for c in ("c++", "g++", "clang++"))
+needs_compiler = pytest.mark.skipif(not HAS_COMPILER, reason="no C++ compiler on PATH")
 
 # Only under valgrind, i.e. in the worker (every statement first runs once here).
 UNDER_VALGRIND = "from opbench._C import callgrind as _cg\nif _cg.running_on_valgrind(): "
-# Ten dependent adds through a volatile: nothing for the compiler to fold, no allocation.
-CPP_STMT = "for (int k = 0; k < 10; ++k) acc = acc + k;"
-CPP_SETUP = "volatile std::int64_t acc = 0;"
 # Allocates as torch's CPU allocator does (posix_memalign, 64-byte aligned) plus a
 # small object: counts that depend on the state of glibc's heap.
 CPP_ALLOC = """
@@ -65,7 +65,8 @@ def python_timers() -> list[opbench.Timer]:
     ]
 
 
-def cpp_timer(stmt: str = CPP_STMT, setup: str = CPP_SETUP, global_setup: str = "") -> opbench.Timer:
+def cpp_timer(stmt: str = CPP_STMT, setup: str = CPP_SETUP,
+              global_setup: str = "") -> opbench.Timer:
     return opbench.Timer(stmt, setup=setup, global_setup=global_setup, language="c++")
 
 
@@ -73,7 +74,7 @@ def cpp_timer(stmt: str = CPP_STMT, setup: str = CPP_SETUP, global_setup: str = 
 def sweep() -> dict:
     """One sweep (Python and C++ statements, 2 repeats), then each statement alone."""
     timers = python_timers()
-    if any(shutil.which(c) for c in ("c++", "g++", "clang++")):
+    if HAS_COMPILER:
         timers.append(cpp_timer())
     swept = opbench.collect_callgrind_all(timers, number=100, repeats=2)
     pid = cg_worker._shared.pid
@@ -93,9 +94,14 @@ def test_sweep_returns_one_result_per_timer_in_order(sweep) -> None:
 
 
 def test_python_counts_equal_one_at_a_time(sweep) -> None:
-    # Denoised (dict lookups follow each process's hash seed): the same counts.
+    # Denoised (dict lookups follow each process's hash seed), within 0.1%: what is
+    # left differs between processes by a few instructions per freed object at most
+    # (where the allocator's arenas happen to lie in memory). Repeats are identical.
     for swept, alone in zip(sweep["swept"][:2], sweep["alone"][:2]):
-        assert [s.counts(denoise=True) for s in swept] == [s.counts(denoise=True) for s in alone]
+        ours = [s.counts(denoise=True) for s in swept]
+        theirs = [s.counts(denoise=True) for s in alone]
+        assert ours[0] == ours[1] and theirs[0] == theirs[1]
+        assert math.isclose(ours[0], theirs[0], rel_tol=1e-3), (ours, theirs)
 
 
 @needs_compiler

@@ -1,7 +1,8 @@
-// Bindings for opbench/callgrind.h, as the submodule opbench._C.callgrind.
-//
-// A submodule keeps the names short for the generated child script, which calls
-// them right at the edges of the measured loop.
+// Bindings for opbench/callgrind.h, as the submodule opbench._C.callgrind, and
+// the native parts of the callgrind worker (opbench/callgrind/_serve.py): a C++
+// Timer's loops run on a thread of their own, and the allocators are put in the
+// same state before every measured loop, so counts do not depend on what the
+// process ran before.
 #include <Python.h>
 #include <pybind11/stl.h>
 
@@ -111,13 +112,14 @@ void trim_heap() {
 //
 // Why a thread of its own: glibc's malloc keeps one arena per thread, and
 // torch's CPU allocator (posix_memalign, which bypasses the per-thread cache)
-// carves every tensor from the arena's bins, so counts depend on what the
-// arena held before: in the interpreter's main arena, on everything Python
-// allocated and freed before the statement ran. A new thread gets a new arena
-// holding nothing but what setup and the statement put there, so repeated
-// collections, in one process or many, see the same heap. The thread never
-// exits because glibc gives an exited thread's arena (with its history) to the
-// next new thread.
+// carves every tensor from the arena's free chunks, so counts depend on what
+// the arena held before: in the main thread's arena, on everything the
+// interpreter allocated and freed before the statement ran (which follows the
+// hash seed). A new thread gets a new arena holding nothing but what setup and
+// the statement put there, so repeated collections, in one process or many,
+// see the same heap. The thread never exits because glibc gives an exited
+// thread's arena (with its history) to the next new thread, should this be
+// called twice in one process.
 std::string measure_on_new_thread(const Library& lib, std::int64_t warmup, std::int64_t number,
                                   std::int64_t repeats, const std::string& reason) {
   pad_heap_top();
@@ -259,7 +261,8 @@ OPBENCH_BINDINGS(callgrind) {
       py::arg("close"), py::arg("warmup"), py::arg("number"), py::arg("repeats"),
       py::arg("reason"),
       "Collects a compiled C++ Timer library (entry points by address) on a new thread: "
-      "setup and `warmup` uncounted runs, then `repeats` loops of `number` runs with "
-      "instrumentation on, each dumped as `reason`. The thread then parks until the process "
-      "exits (a fresh malloc arena per call). Returns '' or the C++ error.");
+      "setup and `warmup` + `number` uncounted runs, then `repeats` counted loops of "
+      "`number` runs, each dumped as `reason`; instrumentation on from before the thread "
+      "starts until after the last loop. The thread then parks until the process exits (a "
+      "fresh malloc arena per call). Returns '' or the C++ error.");
 }

@@ -19,7 +19,7 @@ from typing import Any
 from opbench.callgrind.globals import CopyIfCallgrind
 from opbench.errors import SerializationError
 
-__all__ = ["Job", "GlobalFile", "python_job", "cpp_job", "block_stmt"]
+__all__ = ["GlobalFile", "Job", "block_stmt", "cpp_job", "python_job"]
 
 # Statements per unrolled block: a Python `for` costs instructions of its own,
 # so the loop runs 100 copies of the statement per iteration (as torch does,

@@ -3,16 +3,18 @@
 ``opbench.callgrind.worker`` starts it as ``valgrind --tool=callgrind
 --instr-atstart=no --collect-atstart=no --callgrind-out-file=DIR/callgrind.out.%p
 ... python -c "from opbench.callgrind._serve import main; main()" REQUESTS REPLIES
-DIR TORCH`` and sends it Jobs (``_child.Job``) over a pipe, one at a time.
+DIR`` and sends it Jobs (``_child.Job``) over a pipe, one at a time.
 
 The worker is a fork server. It starts Python under valgrind once, imports
-torch once (when asked to), and forks a child per statement; the
-child runs the statement's setup and warm-up uninstrumented, switches
-instrumentation on around its measured loops only and collection exactly
-around each loop, dumps each loop to ``callgrind.out.<child pid>.N``, and
-exits. So every statement starts from the same process state, whatever ran
-before it (a statement measured in a sweep counts what it counts alone), and a
-statement that crashes takes only its own child with it.
+torch and the modules it is asked to once, and forks a child per statement;
+the child runs the statement (on a thread of its own: see ``_on_new_thread``),
+with instrumentation switched on only for its measured loops (for a C++
+statement, from just before its thread starts: see csrc/bindings/callgrind.cpp)
+and collection exactly around each loop, dumps each loop to
+``callgrind.out.<child pid>.N``, and exits. So every statement starts from the
+same process state, whatever ran before it (a statement measured in a sweep
+counts what it counts alone), and a statement that crashes takes only its own
+child with it.
 
 In the child, the statement runs in a fresh ``__main__`` module, installed in
 ``sys.modules``: code written for torch's child script (which runs everything
@@ -29,6 +31,7 @@ wait status)``.
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import pickle
 import struct
@@ -43,7 +46,7 @@ from opbench.callgrind._child import Job, block_stmt, load
 
 _HEADER = struct.Struct("<Q")
 JOB_FILE = "job.pickle"
-
+PRELOAD_FILE = "preload.txt"
 
 
 def send(fd: int, message: Any) -> None:
@@ -90,8 +93,9 @@ def _measured(body: str) -> str:
 
 
 def _measure(code: types.CodeType, ns: dict[str, Any], cg: Any, collect: bool = True) -> None:
-    """Runs `code` (a fresh copy: see _run_python) once uncounted, then once counted."""
-    ns["__opbench_toggle"] = cg.running_on_valgrind
+    """Runs `code` (a fresh copy: see _run_python) once uncounted, then once more,
+    counted if `collect`, from a heap made the same as before every loop."""
+    ns["__opbench_toggle"] = cg.running_on_valgrind  # a no-op builtin, like the toggle
     exec(code, ns)
     if collect:
         ns["__opbench_toggle"] = cg.toggle_collect
@@ -100,9 +104,10 @@ def _measure(code: types.CodeType, ns: dict[str, Any], cg: Any, collect: bool = 
     try:
         exec(code, ns)
     except BaseException:
-        # The loop's first toggle ran, its last did not: collection is on.
-        cg.toggle_collect()
-        cg.zero_stats()
+        if collect:
+            # The loop's first toggle ran, its last did not: collection is on.
+            cg.toggle_collect()
+            cg.zero_stats()
         raise
     finally:
         cg.release_small_objects()
@@ -212,28 +217,23 @@ _T = TypeVar("_T")
 
 
 def _on_new_thread(fn: Callable[..., _T], *args: Any) -> _T:
-    """fn(*args) on a new thread, which then blocks until the process exits.
+    """fn(*args) on a new thread (fn must not raise).
 
     Why: glibc's malloc gives each thread an arena, and torch's CPU allocator
     (posix_memalign, which bypasses malloc's per-thread cache) carves every
-    tensor from the arena's bins, so a statement's count depends on what its
-    arena held before. In the main thread's arena that is everything the
-    interpreter and earlier statements allocated and freed; a new thread's
-    arena holds only what this statement's setup and runs put there, so the
-    same statement counts the same in a fresh worker and in one that served
-    others before. The thread never exits because glibc hands an exited
-    thread's arena, history and all, to the next new thread.
+    tensor from the arena's free chunks, so a statement's count depends on what
+    its arena held before. The main thread's arena holds the worker's start-up,
+    interpreter and imports, whose pattern of allocations follows the hash seed
+    and differs from one worker to the next; a new thread's arena holds only
+    what this statement's setup and runs put there, so the statement counts the
+    same in every worker, in a sweep or alone. (Setup runs on the same thread,
+    so thread-local state it sets, such as inference mode, holds in the loop.)
     """
     out: list[_T] = []
-    done = threading.Event()
-
-    def body() -> None:
-        out.append(fn(*args))
-        done.set()
-        threading.Event().wait()  # park
-
-    threading.Thread(target=body, name="opbench-callgrind-job", daemon=True).start()
-    done.wait()
+    thread = threading.Thread(target=lambda: out.append(fn(*args)),
+                              name="opbench-callgrind-statement", daemon=True)
+    thread.start()
+    thread.join()
     return out[0]
 
 
@@ -274,17 +274,32 @@ def _fork(cg: Any, replies: int, work_dir: str | None) -> None:
 
 
 def main() -> None:
-    """The worker's main loop. argv: the request and reply pipes' file descriptors, the
-    folder it shares with the caller, and whether to import torch ("1") first."""
+    """The worker's main loop. argv: the request and reply pipes' file descriptors and
+    the folder it shares with the caller (whose PRELOAD_FILE names modules to import
+    first)."""
     requests, replies, work_dir = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     from opbench._C import callgrind as cg
 
     if not cg.running_on_valgrind():
         sys.exit("opbench callgrind worker: not running under valgrind")
-    if sys.argv[4] == "1":
-        import torch  # noqa: F401  (once, here: every child inherits it)
+    # Imported once, here: every child inherits them. A module that fails to
+    # import is left to the statements that need it.
+    with open(os.path.join(work_dir, PRELOAD_FILE)) as f:
+        for name in f.read().split():
+            try:
+                importlib.import_module(name)
+            except BaseException:  # noqa: BLE001  (any failure: the statement will see it)
+                pass
     sys.stdout.flush()
     sys.stderr.flush()
+    # Switching instrumentation on discards every translation valgrind holds, and
+    # the imports left many (seconds to discard in each child): discard them once
+    # here. The objects made so far are frozen, so that no child's collections
+    # traverse them.
+    cg.start_instrumentation()
+    cg.stop_instrumentation()
+    gc.collect()
+    gc.freeze()
     # One turn with no job: the first real fork then happens in the state every later
     # one does (the objects a turn makes have been made and freed once).
     _fork(cg, replies, None)

@@ -28,7 +28,7 @@ from opbench.callgrind.stats import CallgrindStats
 from opbench.callgrind.worker import StatementCrashed, StatementFailed, Worker, WorkerDied
 from opbench.errors import CallgrindError, CallgrindUnavailableError
 
-__all__ = ["collect_callgrind", "collect_callgrind_all", "callgrind_unavailable_reason"]
+__all__ = ["callgrind_unavailable_reason", "collect_callgrind", "collect_callgrind_all"]
 
 def callgrind_unavailable_reason() -> str | None:
     """Why collect_callgrind cannot run here, or None when it can.
@@ -188,15 +188,18 @@ def collect_callgrind_all(
     Before the worker starts, every statement runs once here (a statement that
     cannot run fails at once, as in ``collect_callgrind``), every global is
     serialized (one that does not serialize raises SerializationError naming
-    it) and C++ statements are compiled.
+    it) and C++ statements are compiled. What those first runs imported
+    (``torch._dynamo`` for a ``torch.compile``, say) a new worker imports
+    once, rather than every statement under valgrind.
 
     Faults: a statement that raises in the worker raises its own exception,
     with the worker's traceback as its ``__cause__``; the worker stays up for
-    the next statement. A worker that dies raises CallgrindError naming the
-    statement it was running. With ``return_exceptions=True`` the sweep goes
-    on instead: the exception takes the statement's place in the list, and a
-    dead worker is replaced for the rest of the sweep. Ctrl-C ends the worker
-    and removes its files.
+    the next statement. A statement whose process dies (a crash in a C
+    extension), or a worker that dies, raises CallgrindError naming the
+    statement. With ``return_exceptions=True`` the sweep goes on instead: the
+    exception takes the statement's place in the list, and a dead worker is
+    replaced for the rest of the sweep. Ctrl-C ends the worker and removes its
+    files. Sweeps from several threads take turns.
 
     Example (needs valgrind):
         >>> import opbench  # doctest: +SKIP
@@ -211,8 +214,11 @@ def collect_callgrind_all(
     check_count("number", number)
     check_count("repeats", repeats)
     _check_available()
+    before = set(sys.modules)
     for t in timers:
         t.run(1)  # fail fast, here, on a statement that cannot run at all
+    # Seconds each under valgrind: paid once per worker instead of once per statement.
+    preload = [m for m in list(sys.modules) if m not in before]
     results: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="opbench_callgrind_sweep_") as data:
         jobs = []
@@ -226,18 +232,18 @@ def collect_callgrind_all(
         with workers.lock, Progress(len(jobs), desc="callgrind") as bar:
             for i, (timer, job) in enumerate(zip(timers, jobs)):
                 bar.set_item(job.title)
-                results.append(_collect_one(i, timer, job, torch, return_exceptions))
+                results.append(_collect_one(i, timer, job, torch, preload, return_exceptions))
                 bar.update()
     return results
 
 
-def _collect_one(i: int, timer: Any, job: _child.Job, torch: bool,
+def _collect_one(i: int, timer: Any, job: _child.Job, torch: bool, preload: list[str],
                  return_exceptions: bool) -> Result:
     """One statement of a sweep on the shared worker (``worker.lock`` held)."""
     from opbench.callgrind import worker as workers
 
     try:
-        worker = workers.shared(torch)
+        worker = workers.shared(torch, preload)
     except WorkerDied as e:
         raise CallgrindError(f"collect_callgrind_all: the callgrind worker failed to start "
                              f"({e.how}).\n{e.details}") from None

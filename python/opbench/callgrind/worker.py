@@ -29,14 +29,21 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterable
 from typing import Any, Callable
 
 from opbench.callgrind import _serve
 from opbench.callgrind._child import Job
 from opbench.errors import CallgrindError
 
-__all__ = ["Worker", "StatementFailed", "StatementCrashed", "WorkerDied", "shared",
-           "discard_shared"]
+__all__ = [
+    "StatementCrashed",
+    "StatementFailed",
+    "Worker",
+    "WorkerDied",
+    "discard_shared",
+    "shared",
+]
 
 # Instrumentation and collection both start off: the worker switches them on
 # around the measured loops. Line-level positions keep retained files useful to
@@ -164,9 +171,11 @@ class Worker:
         >>> w.close()  # doctest: +SKIP
     """
 
-    def __init__(self, torch: bool = False) -> None:
+    def __init__(self, torch: bool = False, preload: Iterable[str] = ()) -> None:
         self.dir = tempfile.mkdtemp(prefix="opbench_callgrind_")
-        self.torch = torch  # whether it imported torch (once, for all its statements)
+        # Imported once in the worker, for all its statements: torch if asked, then `preload`.
+        self.torch = torch
+        self._preload = (["torch"] if torch else []) + list(preload)
         self.key = _environment_key()
         self._proc: subprocess.Popen[bytes] | None = None
         self._req: int | None = None
@@ -181,13 +190,15 @@ class Worker:
         return os.path.join(self.dir, name.replace("%p", str(pid)))
 
     def _start(self) -> None:
+        with open(os.path.join(self.dir, _serve.PRELOAD_FILE), "w") as f:
+            f.write("\n".join(self._preload))
         req_r, self._req = os.pipe()
         self._rep, rep_w = os.pipe()
         cmd = ["valgrind", *VALGRIND_FLAGS,
                f"--callgrind-out-file={self._path('callgrind.out.%p', '%p')}",
                f"--log-file={self._path('valgrind.%p.log', '%p')}", sys.executable, "-c",
                "from opbench.callgrind._serve import main; main()",
-               str(req_r), str(rep_w), self.dir, "1" if self.torch else "0"]
+               str(req_r), str(rep_w), self.dir]
         try:
             with open(self._path("worker.log", ""), "wb") as log:
                 # Its own session: Ctrl-C reaches us, and we decide to kill it (and its child).
@@ -329,16 +340,16 @@ _shared: Worker | None = None
 lock = threading.Lock()  # held by a sweep for its whole length
 
 
-def shared(torch: bool) -> Worker:
-    """The process's shared worker, started (or replaced) as needed; with torch imported
-    when ``torch``. Call with ``lock`` held."""
+def shared(torch: bool, preload: Iterable[str] = ()) -> Worker:
+    """The process's shared worker, started (or replaced) as needed: with torch imported
+    when ``torch``, and when started, the modules in ``preload``. Call with ``lock`` held."""
     global _shared
     w = _shared
     if w is not None and (not w.alive or w.key != _environment_key() or (torch and not w.torch)):
         discard_shared()
         w = None
     if w is None:
-        w = _shared = Worker(torch)
+        w = _shared = Worker(torch, preload)
     return w
 
 
