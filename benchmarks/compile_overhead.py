@@ -22,7 +22,7 @@ import os
 import sys
 
 import opbench
-from opbench.export import text_table
+from opbench._text import text_table
 from opbench.first_call import measure_first_call
 
 # Setup strings (not globals): the callgrind child process rebuilds everything

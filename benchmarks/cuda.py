@@ -1,28 +1,38 @@
 """CUDA device timing: opbench against torch's and triton's ways, side by side in one run.
 
-Prints one table. The bars:
-  1. large matmul: opbench's event time agrees with torch.cuda.Event timing
-     around the same calls                            (bar: within 3%)
-  2. tiny elementwise kernel: opbench's device time is below
-     torch.utils.benchmark's synchronize-and-host-clock figure, and close to
-     the kernel time torch.profiler reports           (bar: <= 1.5x profiler + 1 us)
-  3. bandwidth-bound copy that fits in L2: cold-cache time above warm-cache
-     time                                             (bar: cold > warm)
-  4. triton.testing.do_bench, where triton is installed: its figure next to
-     opbench's cold per-call median (do_bench flushes the cache too); shown, no bar.
+Prints one table (per-call times in microseconds) and exits 1 when a bar is missed:
 
-Needs an NVIDIA GPU and torch with CUDA; without one it prints
-"skipped: no CUDA device" and exits 0. Exits 1 when a bar is missed.
+  tiny add_      opbench's held time vs the profiler's kernel span ((last end - first
+                 start) / N, the N kernels queued behind torch.cuda._sleep so they run
+                 back to back)                               bar: within 10% + 0.5 us
+                 graph mode, per-iteration, no hold, opbench.Timer, torch.utils.benchmark,
+                 torch.cuda.Event and triton's do_bench beside it (shown)
+  lazy load      a kernel never launched before, timed first: no stall, hold still on
+  8 kernels      a statement queueing 8 kernels per call: no stall, hold still on
+  cold copy      1x, 2x, 4x the L2 size: opbench cold per-call vs do_bench (shown)
+  1 GiB copy     cold equals warm                            bar: within 3%, 0.1-10 TB/s
+  matmul         opbench events vs torch.cuda.Event          bar: within 3%
+  clocks         SM clock under load vs maximum, throttle flag and reasons
 
-    python benchmarks/cuda.py          # ~1 min on an H100-class GPU
-    python benchmarks/cuda.py --quick  # seconds: smaller sizes, fewer repeats
+Needs an NVIDIA GPU and torch with CUDA (triton optional); without one it prints
+"skipped: ..." and exits 0. About a minute on an H100/H200; --quick: seconds.
+
+    python benchmarks/cuda.py
+    python benchmarks/cuda.py --quick
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import sys
+import time
+import warnings
 from collections.abc import Callable
+from typing import Any
+
+Fn = Callable[[], Any]
+# The launch hold's watchdog (CudaContext.watchdog_s): each stall costs at least this long.
+WATCHDOG_S = 2.0
 
 
 def no_cuda_reason() -> str | None:
@@ -41,12 +51,37 @@ def no_cuda_reason() -> str | None:
     return None
 
 
-def median_per_call(time_block: Callable[[int], float], number: int, repeats: int) -> float:
+class Table:
+    """Rows of (case, method, seconds per call, comparison, check); bars that fail are kept."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, float | None, str, str]] = []
+        self.failed: list[str] = []
+
+    def add(self, case: str, method: str, seconds: float | None, vs: str = "", check: str = "") -> None:
+        self.rows.append((case, method, seconds, vs, check))
+
+    def bar(self, ok: bool, what: str) -> str:
+        if not ok:
+            self.failed.append(what)
+        return "PASS" if ok else "FAIL"
+
+    def print(self) -> None:
+        w = [max(len(r[0]) for r in self.rows), max(len(r[1]) for r in self.rows),
+             max(len(r[3]) for r in self.rows)]
+        print(f"{'case':<{w[0]}}  {'method':<{w[1]}}  {'per call':>12}  {'vs':<{w[2]}}  check")
+        for case, method, seconds, vs, check in self.rows:
+            cell = "" if seconds is None else f"{seconds * 1e6:9.3f} us"
+            print(f"{case:<{w[0]}}  {method:<{w[1]}}  {cell:>12}  {vs:<{w[2]}}  {check}")
+
+
+def median_per_call(block: Callable[[int], float], number: int, repeats: int) -> float:
     """Median over `repeats` blocks of seconds per call."""
-    return statistics.median(time_block(number) / number for _ in range(repeats))
+    return statistics.median(block(number) / number for _ in range(repeats))
 
 
-def torch_events_block(fn: Callable[[], object]) -> Callable[[int], float]:
+def torch_events_block(fn: Fn) -> Callable[[int], float]:
+    """Seconds for `number` calls between two torch.cuda.Event records (launch gaps included)."""
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -62,32 +97,50 @@ def torch_events_block(fn: Callable[[], object]) -> Callable[[int], float]:
     return block
 
 
-def torch_benchmark_median(fn: Callable[[], object], min_run_time: float) -> float:
-    import torch.utils.benchmark as tub
-
-    return tub.Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median
-
-
-def profiler_kernel_time(fn: Callable[[], object], number: int) -> float:
-    """Mean GPU kernel time per call that torch.profiler records (seconds)."""
+def profiler_span(fn: Fn, number: int) -> float:
+    """(last kernel end - first kernel start) / number, the calls queued behind a
+    torch.cuda._sleep kernel so that the GPU runs them back to back."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
+    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        torch.cuda._sleep(40_000_000)  # ~20 ms of spinning: longer than queueing the calls
         for _ in range(number):
             fn()
         torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-    return sum(e.time_range.elapsed_us() for e in kernels) * 1e-6 / number
+    kernels = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA
+                      and "spin" not in e.name and "sleep" not in e.name),
+                     key=lambda e: e.time_range.start)
+    if len(kernels) < number:
+        raise RuntimeError(f"the profiler saw {len(kernels)} kernels for {number} calls")
+    return (kernels[-1].time_range.end - kernels[0].time_range.start) * 1e-6 / number
 
 
-def triton_do_bench(fn: Callable[[], object]) -> float | None:
+def triton_do_bench(fn: Fn) -> float | None:
     try:
-        from triton.testing import do_bench
+        from triton.testing import do_bench  # type: ignore[import-not-found]
     except ImportError:
         return None
-    return do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e-3
+    return float(do_bench(fn, warmup=25, rep=100, return_mode="median")) * 1e-3
+
+
+def copy_statement(nbytes: int) -> Fn:
+    """``dst.copy_(src)`` over two fresh fp32 buffers of ``nbytes`` each."""
+    import torch
+
+    src = torch.empty(nbytes // 4, device="cuda").uniform_()
+    dst = torch.empty_like(src)
+
+    def copy() -> None:
+        dst.copy_(src)
+
+    return copy
+
+
+def ratio(a: float, b: float | None, what: str) -> str:
+    return "" if not b else f"{a / b:.3f}x {what}"
 
 
 def main() -> int:
@@ -96,103 +149,146 @@ def main() -> int:
     args = parser.parse_args()
     reason = no_cuda_reason()
     if reason is not None:
-        print(f"skipped: no CUDA device ({reason})")
+        print(f"skipped: no CUDA device ({reason}); this benchmark needs an NVIDIA GPU and torch with CUDA")
         return 0
 
     import torch
+    import torch.utils.benchmark as tub
 
+    import opbench
     import opbench.cuda as oc
+    from opbench.errors import LaunchHoldWarning
 
-    repeats = 3 if args.quick else 15
-    rows: list[tuple[str, str, float, str, str]] = []
-    failed: list[str] = []
+    quick = args.quick
+    repeats = 3 if quick else 11
+    table = Table()
+    start_wall = time.monotonic()
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = props.L2_cache_size
 
-    def row(case: str, method: str, seconds: float, ref: str = "", check: str = "") -> None:
-        rows.append((case, method, seconds, ref, check))
+    # -- a kernel never launched before: lazy loading, first, before anything else
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LaunchHoldWarning)
+        y = torch.rand(4096, device="cuda")
+        lazy = oc.DeviceTimer(lambda: torch.special.i1e(y))
+        t0 = time.monotonic()
+        first = lazy.timeit(1)
+        then = lazy.timeit(1000) / 1000
+        wall = time.monotonic() - t0
+    stalled = any(issubclass(w.category, LaunchHoldWarning) for w in caught)
+    held = lazy.metadata()["launch_hold"]
+    table.add("lazy load (special.i1e)", "first call", first)
+    table.add("lazy load (special.i1e)", "then, held", then, f"wall {wall:.2f} s, hold {held}",
+              table.bar(held and not stalled and wall < WATCHDOG_S, "lazy load keeps the hold"))
 
-    def verdict(ok: bool, what: str) -> str:
-        if not ok:
-            failed.append(what)
-        return "PASS" if ok else "FAIL"
+    # -- tiny elementwise kernel: launch-bound
+    x = torch.zeros(1024, device="cuda")
 
-    # 1. Large matmul: same calls, two event implementations, interleaved so
-    #    clock drift hits both alike.
-    n = 4096 if args.quick else 8192
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    matmul = lambda: torch.mm(a, b)  # noqa: E731
-    for _ in range(5):
-        matmul()
+    def tiny() -> None:
+        x.add_(1.0)
+
+    n = 200 if quick else 500
+    span = statistics.median(profiler_span(tiny, n) for _ in range(3 if quick else 5))
+    held_t = oc.DeviceTimer(tiny)
+    held_m = median_per_call(held_t.timeit, n, repeats)
+    graph_m = median_per_call(oc.DeviceTimer(tiny, mode="graph").timeit, n, repeats)
+    per_it = statistics.median(oc.DeviceTimer(tiny, mode="per_iteration").per_call_times(n))
+    unheld = median_per_call(oc.DeviceTimer(tiny, launch_hold=False).timeit, n, repeats)
+    timer_m = opbench.Timer(tiny, device_timing="events").blocked_autorange(min_run_time=0.05).median
+    tub_m = tub.Timer("fn()", globals={"fn": tiny}).blocked_autorange(min_run_time=0.05 if quick else 0.3).median
+    ev_m = median_per_call(torch_events_block(tiny), n, repeats)
+    case = "tiny add_ 1024 fp32"
+    table.add(case, "profiler kernel span", span)
+    table.add(case, "opbench events (held)", held_m, ratio(held_m, span, "span"),
+              table.bar(abs(held_m - span) <= 0.1 * span + 0.5e-6, "tiny kernel vs profiler span"))
+    table.add(case, "opbench graph", graph_m, ratio(graph_m, span, "span"))
+    table.add(case, "opbench per_iteration", per_it, ratio(per_it, span, "span"))
+    table.add(case, "opbench events, no hold", unheld, ratio(unheld, span, "span"))
+    table.add(case, "opbench.Timer(device_timing)", timer_m, ratio(timer_m, span, "span"))
+    table.add(case, "torch.utils.benchmark", tub_m, ratio(tub_m, span, "span"))
+    table.add(case, "torch.cuda.Event", ev_m, ratio(ev_m, span, "span"))
+    tri = triton_do_bench(tiny)
+    table.add(case, "triton do_bench", tri, ratio(tri, span, "span") if tri else "triton not installed")
+
+    # -- 8 kernels per call: 32 held calls queue 256 kernels, under the launch queue
+    def eight() -> None:
+        for _ in range(8):
+            x.add_(1.0)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LaunchHoldWarning)
+        t8 = oc.DeviceTimer(eight)
+        t0 = time.monotonic()
+        eight_m = t8.timeit(2000) / 2000
+        wall = time.monotonic() - t0
+    stalled = any(issubclass(w.category, LaunchHoldWarning) for w in caught)
+    table.add("8 x add_ per call", "opbench events (held)", eight_m,
+              f"{eight_m / held_m:.2f}x tiny, wall {wall:.2f} s",
+              table.bar(t8.metadata()["launch_hold"] and not stalled and wall < WATCHDOG_S,
+                        "8 kernels per call, no stall"))
+
+    # -- cold-cache copies of 1x, 2x, 4x the L2, against do_bench (which flushes too)
+    for k in (1, 2, 4):
+        copy = copy_statement(k * l2)
+        cold = statistics.median(oc.DeviceTimer(copy, mode="per_iteration", cache="cold")
+                                 .per_call_times(50 if quick else 200))
+        tri = None if quick else triton_do_bench(copy)
+        case = f"cold copy_ {k}x L2 ({k * l2 / 2**20:.0f} MiB)"
+        table.add(case, "opbench cold per-call", cold)
+        table.add(case, "triton do_bench", tri, ratio(cold, tri, "do_bench (opbench/do_bench)") if tri else
+                  "skipped (--quick or no triton)")
+        del copy  # frees its buffers
+
+    # -- 1 GiB copy: far beyond L2, so cold must equal warm
+    gib = (256 if quick else 1024) * 2**20
+    big = copy_statement(gib)
+    calls = 10 if quick else 50
+    warm = statistics.median(oc.DeviceTimer(big, mode="per_iteration").per_call_times(calls))
+    cold = statistics.median(oc.DeviceTimer(big, mode="per_iteration", cache="cold").per_call_times(calls))
+    bandwidth = 2 * gib / cold  # read + write
+    case = f"copy_ {gib / 2**30:.2f} GiB"
+    table.add(case, "opbench warm", warm)
+    table.add(case, "opbench cold", cold, f"{cold / warm:.3f}x warm, {bandwidth / 1e12:.2f} TB/s",
+              table.bar(abs(cold / warm - 1) <= 0.03 and 0.1e12 < bandwidth < 10e12, "1 GiB cold = warm"))
+    del big
+
+    # -- large matmul: two event implementations around the same calls, interleaved
+    size = 4096 if quick else 8192
+    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+
+    def matmul() -> None:
+        torch.mm(a, b)
+
     ours_t = oc.DeviceTimer(matmul)
     theirs = torch_events_block(matmul)
-    calls = 5 if args.quick else 20
+    calls = 5 if quick else 20
+    ours_t.timeit(calls)
+    theirs(calls)  # both warm
     ours, ref = [], []
     for _ in range(repeats):
         ours.append(ours_t.timeit(calls) / calls)
         ref.append(theirs(calls) / calls)
     ours_m, ref_m = statistics.median(ours), statistics.median(ref)
-    case = f"matmul {n}x{n} bf16"
-    row(case, "torch.cuda.Event", ref_m)
-    row(case, "opbench events", ours_m, f"{ours_m / ref_m:.3f}x torch.cuda.Event",
-        verdict(abs(ours_m / ref_m - 1) <= 0.03, "matmul agreement"))
+    case = f"matmul {size}x{size} bf16"
+    table.add(case, "torch.cuda.Event", ref_m)
+    table.add(case, "opbench events", ours_m, ratio(ours_m, ref_m, "torch.cuda.Event"),
+              table.bar(abs(ours_m / ref_m - 1) <= 0.03, "matmul vs torch.cuda.Event"))
+
     meta = ours_t.metadata()
-
-    # 2. Tiny elementwise kernel: launch-bound, so the host clock mostly sees launches.
-    x = torch.zeros(1024, device="cuda")
-    tiny = lambda: x.add_(1.0)  # noqa: E731
-    calls = 200 if args.quick else 2000
-    prof = profiler_kernel_time(tiny, calls)
-    tub = torch_benchmark_median(tiny, 0.05 if args.quick else 0.5)
-    ours_m = median_per_call(oc.DeviceTimer(tiny).timeit, calls, repeats)
-    unheld = median_per_call(oc.DeviceTimer(tiny, launch_hold=False).timeit, calls, repeats)
-    graph_m = median_per_call(oc.DeviceTimer(tiny, mode="graph").timeit, calls, repeats)
-    per_it = statistics.median(oc.DeviceTimer(tiny, mode="per_iteration").per_call_times(calls))
-    case = "add_ 1024 fp32"
-    row(case, "torch.profiler kernel", prof)
-    row(case, "torch.utils.benchmark", tub, f"{tub / prof:.2f}x profiler")
-    row(case, "opbench events", ours_m, f"{ours_m / prof:.2f}x profiler, {ours_m / tub:.2f}x t.u.b",
-        verdict(ours_m < tub and ours_m <= 1.5 * prof + 1e-6, "tiny kernel"))
-    row(case, "opbench events, no hold", unheld, f"{unheld / prof:.2f}x profiler (launch gaps)")
-    row(case, "opbench per_iteration", per_it, f"{per_it / prof:.2f}x profiler")
-    row(case, "opbench graph", graph_m, f"{graph_m / prof:.2f}x profiler")
-
-    # 3. Bandwidth-bound copy small enough to stay in L2 when warm.
-    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    elems = max(l2 // 4 // 4, 1 << 16)  # two buffers, together half the L2
-    src = torch.randn(elems, device="cuda")
-    dst = torch.empty_like(src)
-    copy = lambda: dst.copy_(src)  # noqa: E731
-    calls = 50 if args.quick else 500
-    warm = statistics.median(oc.DeviceTimer(copy, mode="per_iteration").per_call_times(calls))
-    cold_t = oc.DeviceTimer(copy, mode="per_iteration", cache="cold")
-    cold = statistics.median(cold_t.per_call_times(calls))
-    case = f"copy_ {elems * 4 / 2**20:.0f} MiB fp32"
-    row(case, "opbench warm L2", warm)
-    row(case, "opbench cold L2", cold, f"{cold / warm:.2f}x warm", verdict(cold > warm, "cold > warm"))
-
-    # 4. triton's do_bench (cold cache, per-call events, median).
-    if not args.quick:
-        for case, fn in ((f"matmul {n}x{n} bf16", matmul), (f"copy_ {elems * 4 / 2**20:.0f} MiB fp32", copy)):
-            tri = triton_do_bench(fn)
-            if tri is None:
-                row(case, "triton do_bench", float("nan"), "triton not installed")
-                continue
-            ours_cold = statistics.median(
-                oc.DeviceTimer(fn, mode="per_iteration", cache="cold").per_call_times(20 if fn is matmul else calls))
-            row(case, "opbench cold per-call", ours_cold)
-            row(case, "triton do_bench", tri, f"{tri / ours_cold:.2f}x opbench cold")
-
+    quantum = meta["event_quantum_s"]
     print(f"device: {meta['device']}  driver {meta['driver_version']} (CUDA {meta['cuda_driver_version']})  "
-          f"L2 {meta['l2_cache_bytes'] / 2**20:.0f} MiB  launch hold: {meta['launch_hold']}")
-    print(f"clocks SM {meta['sm_clock_mhz_start']} -> {meta['sm_clock_mhz_end']} MHz, memory "
-          f"{meta['mem_clock_mhz_start']} -> {meta['mem_clock_mhz_end']} MHz, throttled: {meta['throttled']}")
-    widths = (max(len(r[0]) for r in rows), max(len(r[1]) for r in rows), 12, max(len(r[3]) for r in rows))
-    print(f"{'case':<{widths[0]}}  {'method':<{widths[1]}}  {'per call':>{widths[2]}}  "
-          f"{'ratio':<{widths[3]}}  check")
-    for case, method, seconds, ratio, check in rows:
-        print(f"{case:<{widths[0]}}  {method:<{widths[1]}}  {seconds * 1e6:>9.3f} us  {ratio:<{widths[3]}}  {check}")
-    if failed:
-        print(f"FAILED: {', '.join(failed)}")
+          f"L2 {meta['l2_cache_bytes'] / 2**20:.0f} MiB  module loading: {meta['module_loading']}  "
+          f"event quantum: {'unknown' if quantum is None else f'{quantum * 1e9:.0f} ns'}  "
+          f"hold: {meta['launch_hold']} {meta['launch_hold_off_reason'] or ''}")
+    table.print()
+    print(f"clocks under load (matmul): SM {meta['sm_clock_mhz']} MHz (lowest {meta['sm_clock_mhz_lowest']}, "
+          f"max {meta['sm_clock_mhz_max']}), memory {meta['mem_clock_mhz']} MHz; throttled: "
+          f"{meta['throttled']} ({meta['throttled_windows']} windows, reasons: "
+          f"{', '.join(meta['throttle_reasons']) or 'none'})")
+    print(f"total {time.monotonic() - start_wall:.0f} s")
+    if table.failed:
+        print(f"FAILED: {', '.join(table.failed)}")
         return 1
     print("all bars met")
     return 0

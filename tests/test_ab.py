@@ -68,7 +68,9 @@ def test_pairing_cancels_machine_drift(monkeypatch):
     # see that as a difference; interleaved pairs do not.
     r = run_ab(monkeypatch, drifting_mock(3, noise=0.01, drift=0.001))
     assert r.verdict == "same"
-    assert r.b.median / r.a.median != pytest.approx(1, abs=0.001)  # unpaired medians differ
+    # The machine slowed by more than the threshold during the run: timing A's blocks
+    # and then B's would have read that as B being slower.
+    assert r.a.raw_times[-1] / r.a.raw_times[0] > 1.05
     r = run_ab(monkeypatch, drifting_mock(3, noise=0.01, drift=0.001), stmt_b="slow()")
     assert r.verdict == "slower" and r.ratio == pytest.approx(1.1, abs=0.01)
 
@@ -90,7 +92,7 @@ def test_str_is_readable(monkeypatch):
     r = run_ab(monkeypatch, drifting_mock(0), stmt_b="slow()")
     text = str(r)
     assert text.startswith("B (slow()) vs A (f()): ratio 1.")
-    assert "95% CI" in text and "verdict: slower" in text and f"{r.n_pairs} pairs" in text
+    assert "(95% over all looks)" in text and "verdict: slower" in text and f"{r.n_pairs} pairs" in text
     assert isinstance(r, ABResult)
     with pytest.raises(AttributeError):
         r.verdict = "same"  # frozen
@@ -132,3 +134,31 @@ def test_real_timers():
     assert r.a.number_per_run == r.b.number_per_run == r.number_per_run
     assert len(r.a.raw_times) == len(r.b.raw_times) >= 1
     assert r.a.median > 0 and r.b.median > 0
+
+
+def lognormal_mock(seed, noise):
+    """Identical statements whose blocks vary by a lognormal factor of sigma `noise`."""
+
+    class Mock:
+        def __init__(self, stmt, setup, timer, globals, **kwargs):
+            self._rng = random.Random(f"{seed}|{setup}")
+
+        def timeit(self, number):
+            return (60e-9 + 2e-6 * number) * math.exp(self._rng.gauss(0, noise))
+
+    return Mock
+
+
+@pytest.mark.parametrize("noise", [0.05, 0.2, 0.3, 0.5])
+@pytest.mark.parametrize("threshold", [0.01, 0.02])
+def test_false_verdicts_stay_within_the_stated_rate_despite_repeated_looks(
+        monkeypatch, noise, threshold):
+    # Identical code: any "faster" or "slower" is false. The issue that this guards
+    # found 9-16% at 30-50% noise with a 1% threshold when each look used a plain 95%
+    # interval; spending the error over the looks keeps the total at or under 5%.
+    seeds = 150
+    false = sum(
+        run_ab(monkeypatch, lognormal_mock(seed, noise), threshold=threshold,
+               max_run_time=2.0).verdict in ("faster", "slower")
+        for seed in range(seeds))
+    assert false <= 0.05 * seeds, (noise, threshold, false)

@@ -22,10 +22,11 @@ def test_benchmark_runs_quick(script):
 def test_demo_prints_a_compare_table():
     proc = subprocess.run(
         [sys.executable, "-m", "opbench", "demo", "--sizes", "1", "64", "--threads", "1",
-         "--min-run-time", "0.01", "--color", "never"],
+         "--min-run-time", "0.01"],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
+    assert "\x1b[" not in proc.stdout  # piped: no colour codes by default
     lines = proc.stdout.splitlines()
     assert "Batched dot" in lines[0] and "mul/sum" in lines[1] and "bmm" in lines[1]
     assert sum("[64, 64]" in line for line in lines) == 1

@@ -46,7 +46,7 @@ def test_prints_compare_tables(results_file) -> None:
 
 
 def test_trim_and_color(results_file) -> None:
-    r = opbench_cli("show", results_file, "--trim", "--color")
+    r = opbench_cli("show", results_file, "--trim", "--color", "always")
     assert r.returncode == 0, r.stderr
     table = Compare(measurements())
     table.trim_significant_figures()
@@ -90,3 +90,40 @@ def test_help() -> None:
     r = opbench_cli("show", "--help")
     assert r.returncode == 0
     assert all(option in r.stdout for option in ("FILE", "--trim", "--color", "--verbose"))
+
+
+def test_color_follows_the_terminal_and_no_color(results_file) -> None:
+    # Piped (not a terminal): no colour unless asked.
+    assert "\x1b[" not in opbench_cli("show", results_file).stdout
+    assert "\x1b[" not in opbench_cli("show", results_file, "--color", "never").stdout
+    from opbench.cli import use_color
+
+    class Tty:
+        def isatty(self):
+            return True
+
+    assert use_color("auto", Tty()) is True
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NO_COLOR", "1")
+        assert use_color("auto", Tty()) is False
+        assert use_color("always", Tty()) is True
+
+
+def test_several_files_and_instruction_counts(tmp_path) -> None:
+    from opbench.instructions import InstructionCounts
+
+    first = str(save(measurements()[:2], tmp_path / "a.json", environment=ENV))
+    counts = InstructionCounts(100, (52_000,), TaskSpec("x + 1", "x = 1", label="ops",
+                                                        sub_label="add()"), baseline=2_000)
+    second = str(save([*measurements()[2:], counts], tmp_path / "b.json", environment=ENV))
+    r = opbench_cli("show", first, second)
+    assert r.returncode == 0, r.stderr
+    assert f"{first}: 2 measurement(s)" in r.stdout
+    assert f"{second}: 2 measurement(s), 1 instruction count(s)" in r.stdout
+    assert str(Compare(measurements())) in r.stdout  # both files in one table
+    assert "Counts are instructions per run." in r.stdout and "500" in r.stdout
+
+
+def test_demo_colours_only_on_a_terminal_by_default() -> None:
+    r = opbench_cli("demo", "--help")
+    assert "--color {auto,always,never}" in r.stdout and "NO_COLOR" in r.stdout

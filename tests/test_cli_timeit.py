@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,9 +12,10 @@ import pytest
 from opbench.results import load
 
 
-def opbench_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def opbench_cli(*args: str, env: dict[str, str] | None = None,
+                cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "opbench", *args], check=False,
-                          capture_output=True, text=True, timeout=120, env=env)
+                          capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
 
 
 def test_times_statement_with_setup() -> None:
@@ -22,9 +24,11 @@ def test_times_statement_with_setup() -> None:
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("<opbench.measurement.Measurement object at")
-    assert lines[1:3] == ["sorted(xs)", "setup: xs = list(range(100))"]
-    assert "runs per measurement, 1 thread" in r.stdout or "runs, 1 thread" in r.stdout
+    # The Measurement's text without its `<... object at 0x...>` line.
+    assert lines[:2] == ["sorted(xs)", "setup: xs = list(range(100))"]
+    assert "object at 0x" not in r.stdout
+    blocks = int(re.search(r"(\d+) measurements,", r.stdout).group(1))
+    assert blocks >= 10  # enough samples for a regression gate to decide
 
 
 def test_number_and_repeat_join_lines(tmp_path) -> None:
@@ -52,12 +56,15 @@ def test_converge_verbose_describes() -> None:
     (["-s", "import", "pass"], "setup does not parse: invalid syntax (line 1): import"),
     (["-n", "0", "pass"], "--number must be a positive integer, got 0"),
     (["--converge", "150%", "pass"], "--converge must be between 0% and 100%"),
-    (["--converge", "1%", "-n", "5", "pass"], "--converge chooses the block size itself"),
-    (["--callgrind", "--save", "x.json", "pass"], "--callgrind counts instructions"),
+    (["--converge", "1%", "-n", "5", "pass"], "--converge chooses the block size and count"),
+    (["--callgrind", "--converge", "1%", "pass"], "--callgrind counts instructions"),
     (["--min-run-time", "0", "pass"], "--min-run-time must be > 0"),
+    (["--save", "no/such/dir/x.json", "pass"], "--save: cannot write no/such/dir/x.json"),
+    (["--save", ".", "pass"], "--save: cannot write .: it is a directory"),
+    (["--bogus", "pass"], "unrecognized arguments: --bogus"),
 ])
-def test_bad_input_exits_2_on_stderr(args, message) -> None:
-    r = opbench_cli("timeit", *args)
+def test_bad_input_exits_2_on_stderr(args, message, tmp_path) -> None:
+    r = opbench_cli("timeit", *args, cwd=tmp_path)
     assert r.returncode == 2
     assert r.stdout == ""
     assert message in r.stderr and "usage: python -m opbench timeit" in r.stderr
@@ -91,5 +98,54 @@ def test_callgrind_counts_instructions() -> None:
     pytest.importorskip("opbench._C", reason="needs the native extension (tools/build-dev)")
     r = opbench_cli("timeit", "--callgrind", "-n", "10", "-s", "x = 1", "y = x + 1")
     assert r.returncode == 0, r.stderr
-    assert "<opbench.callgrind.stats.CallgrindStats object at" in r.stdout
+    assert "object at 0x" not in r.stdout
     assert "Instructions:" in r.stdout and "10 runs per measurement, 1 thread" in r.stdout
+    assert re.search(r"[\d,.]+ instructions per run", r.stdout)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind on PATH")
+def test_callgrind_counts_are_saved_for_an_instruction_gate(tmp_path) -> None:
+    r = opbench_cli("timeit", "--callgrind", "-n", "10", "-r", "2", "--name", "add",
+                    "--save", str(tmp_path / "c.json"), "-s", "x = 1", "y = x + 1")
+    assert r.returncode == 0, r.stderr
+    (counts,) = load(tmp_path / "c.json").instructions
+    assert counts.task_spec.key == "add" and len(counts.counts) == 2
+    assert counts.number_per_run == 10 and counts.per_run > 0
+
+
+def test_repeat_without_number_times_that_many_blocks() -> None:
+    r = opbench_cli("timeit", "-r", "7", "--min-run-time", "0.01", "pass")
+    assert r.returncode == 0, r.stderr
+    assert "7 measurements," in r.stdout
+
+
+def test_name_and_autosave(tmp_path) -> None:
+    env = dict(os.environ, OPBENCH_BASELINE_DIR=str(tmp_path / "b"))
+    r = opbench_cli("timeit", "--name", "sum", "--autosave", "--min-run-time", "0.01",
+                    "sum(range(10))", env=env)
+    assert r.returncode == 0, r.stderr
+    saved = re.search(r"saved to (\S+)", r.stdout).group(1)
+    assert "/0001_" in saved
+    (m,) = load(saved)
+    assert m.task_spec.key == "sum"
+
+
+def test_a_statement_needing_missing_torch_is_a_one_line_error(tmp_path) -> None:
+    # A `torch` that cannot be imported: a package that raises on import.
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('no torch here')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = opbench_cli("timeit", "torch.ones(3)", env=env, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == ("python -m opbench timeit: error: the statement uses `torch`, which is not "
+                    "installed: pip install torch")
+    assert "Traceback" not in r.stderr
+
+
+def test_program_name_follows_how_it_was_run(tmp_path) -> None:
+    r = subprocess.run([sys.executable, "-c", "import sys; from opbench.cli import main; "
+                        "sys.argv[0] = '/usr/bin/opbench'; sys.exit(main(['timeit', '-n', '0']))"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "opbench timeit: error: --number" in r.stderr
+    assert "python -m opbench" not in r.stderr

@@ -1,43 +1,79 @@
 """opbench.cuda: device timing by CUDA events.
 
-Everything that does not need a GPU runs against the fake driver built into
-opbench._C (csrc/detail/cuda_fake.h): the same timing loops, event pool, flush
-and launch-hold code as on a GPU, with a device clock the test moves itself, so
-device times are exact. Tests that need a real GPU are at the end and skip
-without one.
+Everything that does not need a GPU runs against the fake driver of
+tests/fake_cuda: a C-ABI library these tests compile and hand to opbench's own
+loader (``_C._cuda_set_libraries``), so the shipped loader, timing loops, event
+pool, flush and launch-hold code run as on a GPU. The fake is as unkind as
+hardware (lazy kernel loading that waits for queued work, a finite launch
+queue, quantised event timestamps, sticky errors, per-thread contexts, NVML
+that reads idle clocks unless the device is running work), and its device
+clock is exact, so device times are asserted to within the event quantum.
+Tests that need a real GPU are at the end and skip without one.
+
+Defects of issue 12, each with the tests that failed before the fix:
+  1 lazy loading under the hold:  test_first_call_of_a_lazily_loaded_kernel_runs_outside_the_hold,
+      test_timer_with_a_lazy_kernel_keeps_the_hold_and_reports_the_cold_first_call,
+      test_a_stall_at_the_first_held_block_is_retried_held, test_module_loading_mode_is_recorded
+  2 hold_stream swallowing errors: test_hold_errors_other_than_not_supported_are_raised,
+      test_a_sticky_error_reaches_the_hold_and_is_raised, test_not_supported_turns_the_hold_off_with_its_reason
+  3 launch queue:                  test_eight_kernels_per_call_never_fill_the_launch_queue,
+      test_the_learned_block_size_is_kept_for_the_device,
+      test_a_stall_keeps_blocks_already_measured
+  4 graph size:                    test_graph_mode_captures_one_bounded_graph_and_excludes_the_upload
+  5 throttling:                    test_throttling_is_seen_while_the_gpu_is_busy
+  6 event quantum:                 test_event_quantum_is_measured_and_short_windows_warn
+  7 context and stream:            test_the_callers_current_context_is_left_current,
+      test_events_go_on_the_stream_of_the_timers_own_device
+  8 fake in the extension:         test_no_fake_driver_in_the_production_extension
 """
 from __future__ import annotations
 
 import gc
+import itertools
 import subprocess
 import sys
 import time
 import warnings
 
 import pytest
+from fake_cuda import HW_SLOWDOWN, ILLEGAL_ADDRESS, NOT_SUPPORTED, SW_POWER_CAP, FakeCuda, library
 
 import opbench.cuda as oc
-from opbench import _C
+from opbench import _C, errors
+from opbench.errors import LaunchHoldWarning, ResolutionWarning, ThrottleWarning
 
 MIB = 1024 * 1024
+QUANTUM = 5e-7  # the fake's default event quantum (0.5 us)
+
+
+@pytest.fixture(scope="session")
+def fake_library():
+    return library()
 
 
 @pytest.fixture
-def fake():
-    """Switches opbench._C to the fake driver; returns a function to reconfigure it."""
-
-    def use(**config):
-        _C._cuda_use_fake_driver(config)
-
-    use()
-    yield use
+def fake(fake_library, monkeypatch):
+    """opbench._C on a fresh fake driver; ``fake.configure(**options)`` starts it afresh."""
+    monkeypatch.setattr(errors, "_shown", set())  # once-per-process warnings show again
+    f = FakeCuda(fake_library)
+    f.configure()
+    yield f
     gc.collect()  # contexts made on the fake are released on the fake
     _C._cuda_set_libraries()  # back to the real libcuda.so.1 (loaded on next use)
 
 
-def kernel(ms: float):
-    """A statement whose GPU work takes `ms` milliseconds of fake device time."""
-    return lambda: _C._cuda_fake_advance(ms)
+@pytest.fixture
+def no_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
+
+
+def warmed(timer: oc.DeviceTimer) -> oc.DeviceTimer:
+    """The timer after its first (unheld) call and the event-quantum probe: later
+    counters are about timed calls only."""
+    timer.timeit(1)
+    return timer
 
 
 # -- pure helpers -----------------------------------------------------------
@@ -58,21 +94,6 @@ def test_flush_buffer_falls_back_when_l2_unknown(l2):
     assert oc._flush_buffer_bytes(l2) == 256 * MIB
 
 
-@pytest.mark.parametrize(
-    "start, end, dropped",
-    [
-        ((1980, 2619), (1600, 2619), True),  # SM clock fell 19%
-        ((1980, 2619), (1980, 1593), True),  # memory clock fell
-        ((1980, 2619), (1900, 2619), False),  # 4%: boost jitter, under the 5% tolerance
-        ((345, 405), (1980, 2619), False),  # idle -> boosted is not throttling
-        (None, (1980, 2619), None),
-        ((1980, 2619), None, None),
-    ],
-)
-def test_clocks_dropped(start, end, dropped):
-    assert oc._clocks_dropped(start, end) is dropped
-
-
 def test_clock_names():
     assert oc._clock_name("events", "warm") == "cuda-events (warm L2)"
     assert oc._clock_name("events", "cold") == "cuda-events (cold L2)"
@@ -83,6 +104,20 @@ def test_clock_names():
 def test_version_text():
     assert oc._version_text(12040) == "12.4"
     assert oc._version_text(13000) == "13.0"
+
+
+@pytest.mark.parametrize("seconds, calls", [(1e-7, 1000), (2e-5, 1000), (4e-5, 500), (1e-3, 20),
+                                            (0.02, 1), (3.0, 1), (0.0, 1000)])
+def test_graph_calls_aim_at_a_20ms_replay_and_at_most_1000(seconds, calls):
+    assert oc._graph_calls(seconds) == calls
+
+
+def test_throttle_and_reason_helpers():
+    assert oc._throttled(1484, 1980) is True  # 74.9% of the maximum
+    assert oc._throttled(1485, 1980) is False
+    assert oc._throttled(1000, None) is None
+    assert oc._reason_names(SW_POWER_CAP | HW_SLOWDOWN) == ["SwPowerCap", "HwSlowdown"]
+    assert oc._reason_names(0) == []
 
 
 # -- validation and missing pieces ---------------------------------------------
@@ -96,9 +131,16 @@ def test_import_needs_neither_torch_nor_driver():
         "import opbench.cuda\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_no_fake_driver_in_the_production_extension():
+    # Defect 8: the fake and its hooks lived in _C. Tests now build their own.
+    assert [n for n in dir(_C) if "fake" in n.lower()] == []
+    with open(_C.__file__, "rb") as f:
+        assert b"opbench fake GPU" not in f.read()
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -124,13 +166,13 @@ def test_missing_driver_names_the_library():
         assert str(e.value).startswith(
             "libopbench-absent-cuda.so.1 not found: no NVIDIA driver on this machine")
         assert e.value.code == -1
-        assert isinstance(e.value, RuntimeError)
+        assert isinstance(e.value, RuntimeError) and isinstance(e.value, errors.Error)
     finally:
         _C._cuda_set_libraries()
 
 
 def test_no_gpu_is_a_clear_error(fake):
-    fake(device_count=0)
+    fake.configure(device_count=0)
     with pytest.raises(oc.CudaError, match=r"no CUDA device: cuInit reports CUDA_ERROR_NO_DEVICE \(100\)") as e:
         oc.DeviceTimer(lambda: None)
     assert e.value.code == 100 and e.value.function == "cuInit"
@@ -160,117 +202,247 @@ def test_bad_stream_type(fake):
 # -- timing against the fake clock -------------------------------------------
 
 
-def test_events_time_a_block_of_calls(fake):
-    t = oc.DeviceTimer(kernel(0.25))
-    assert t.timeit(8) == pytest.approx(8 * 0.25e-3, rel=1e-6)
-    stats = _C._cuda_fake_stats()
-    assert stats["records"] == 2  # one pair around the whole block
-    assert stats["stream_waits"] == 1  # the block was queued behind one hold
-    assert stats["events_live"] == 2
+def test_events_time_blocks_of_calls(fake):
+    t = warmed(oc.DeviceTimer(fake.kernel(0.25)))
+    records, waits = fake.stat("records"), fake.stat("stream_waits")
+    fake.max_queued()
+    assert t.timeit(8) == pytest.approx(8 * 0.25e-3, abs=QUANTUM)
+    assert fake.stat("records") - records == 2  # one pair around the block
+    assert fake.stat("stream_waits") - waits == 1  # queued behind one hold
+    assert fake.max_queued() == 1 + 1 + 8 + 1  # wait, record, 8 kernels, record
 
 
 def test_zero_calls(fake):
-    t = oc.DeviceTimer(kernel(1.0))
+    t = oc.DeviceTimer(fake.kernel(1.0))
     assert t.timeit(0) == 0.0
-    assert oc.DeviceTimer(kernel(1.0), mode="per_iteration").timeit(0) == 0.0
+    assert oc.DeviceTimer(fake.kernel(1.0), mode="per_iteration").timeit(0) == 0.0
+    assert fake.stat("launches") == 0
     with pytest.raises(ValueError, match="number must be >= 0"):
         t.timeit(-1)
 
 
-def test_hold_splits_long_blocks_below_the_launch_queue_depth(fake):
-    t = oc.DeviceTimer(kernel(0.5))
+def test_hold_blocks_are_capped(fake):
+    t = warmed(oc.DeviceTimer(fake.kernel(0.5)))
     t._ctx.hold_chunk = 3
-    assert t.timeit(10) == pytest.approx(5e-3, rel=1e-6)
-    assert _C._cuda_fake_stats()["stream_waits"] == 4  # 3 + 3 + 3 + 1 calls
+    waits = fake.stat("stream_waits")
+    assert t.timeit(10) == pytest.approx(5e-3, abs=4 * QUANTUM)
+    assert fake.stat("stream_waits") - waits == 4  # 3 + 3 + 3 + 1 calls
+    with pytest.raises(ValueError, match="hold_chunk must be >= 1"):
+        t._ctx.hold_chunk = 0
+
+
+def test_the_hold_removes_launch_gaps(fake):
+    # 4 us of host time per launch, 1 us kernels: unheld, the GPU waits for the host.
+    fake.configure(launch_ns=4000)
+    held = warmed(oc.DeviceTimer(fake.kernel(0.001)))
+    unheld = warmed(oc.DeviceTimer(fake.kernel(0.001), launch_hold=False))
+    assert held.timeit(32) == pytest.approx(32e-6, abs=QUANTUM)
+    assert unheld.timeit(32) == pytest.approx(32 * 4e-6 + 1e-6, abs=2 * QUANTUM)
 
 
 def test_per_iteration_gives_each_call(fake):
-    durations = iter([0.1, 0.2, 0.3, 0.4, 0.5])
-    t = oc.DeviceTimer(lambda: _C._cuda_fake_advance(next(durations)), mode="per_iteration")
-    assert t.per_call_times(5) == pytest.approx([1e-4, 2e-4, 3e-4, 4e-4, 5e-4], rel=1e-5)
-    assert t.last_per_call_times == pytest.approx([1e-4, 2e-4, 3e-4, 4e-4, 5e-4], rel=1e-5)
-    durations = iter([1.0, 2.0])
-    assert t.timeit(2) == pytest.approx(3e-3, rel=1e-6)
+    durations = iter([0.1, 0.2, 0.3, 0.4, 0.5, 1.0, 2.0])
+    t = oc.DeviceTimer(lambda: fake.launch(next(durations)), mode="per_iteration")
+    assert t.per_call_times(1) == pytest.approx([1e-4], abs=QUANTUM)  # the first call, alone
+    assert t.per_call_times(4) == pytest.approx([2e-4, 3e-4, 4e-4, 5e-4], abs=QUANTUM)
+    assert t.last_per_call_times == pytest.approx([2e-4, 3e-4, 4e-4, 5e-4], abs=QUANTUM)
+    assert t.timeit(2) == pytest.approx(3e-3, abs=2 * QUANTUM)
 
 
 def test_per_iteration_reuses_a_bounded_event_pool(fake):
-    t = oc.DeviceTimer(kernel(0.01), mode="per_iteration")
+    t = oc.DeviceTimer(fake.kernel(0.01), mode="per_iteration")
     times = t.per_call_times(600)
     assert len(times) == 600
-    assert times == pytest.approx([1e-5] * 600, rel=1e-3)
-    assert _C._cuda_fake_stats()["events_live"] <= 2 * 256
+    assert times == pytest.approx([1e-5] * 600, abs=QUANTUM)
+    assert fake.stat("events_live") <= 2 * 32
 
 
 def test_cold_cache_flushes_before_each_call_outside_the_window(fake):
     # Each 100 MiB flush moves the fake device clock by ~105 ms; the kernel 0.5 ms.
-    fake(l2_bytes=50 * MIB, memset_bytes_per_ms=1e6)
-    t = oc.DeviceTimer(kernel(0.5), cache="cold")
-    before = _C._cuda_fake_stats()["now_ms"]
-    assert t.timeit(4) == pytest.approx(4 * 0.5e-3, rel=1e-6)  # the flushes are not in it
-    stats = _C._cuda_fake_stats()
-    assert stats["now_ms"] - before > 4 * 100  # ...although they ran
-    assert stats["memsets"] == 4
-    assert stats["memset_bytes"] == 4 * 100 * MIB
+    fake.configure(l2_bytes=50 * MIB, memset_bytes_per_ms=1e6)
+    t = warmed(oc.DeviceTimer(fake.kernel(0.5), cache="cold"))
+    before, memsets = fake.stat("device_ns"), fake.stat("memsets")
+    assert t.timeit(4) == pytest.approx(4 * 0.5e-3, abs=4 * QUANTUM)  # the flushes are not in it
+    assert fake.stat("device_ns") - before > 4 * 100e6  # ...although they ran
+    assert fake.stat("memsets") - memsets == 4
     t.timeit(3)
-    assert _C._cuda_fake_stats()["allocs_live"] == 1  # one buffer, allocated once
+    assert fake.stat("allocs_live") == 1  # one buffer, allocated once
     assert t.metadata()["flush_buffer_bytes"] == 100 * MIB
 
 
 def test_warm_cache_never_flushes(fake):
-    t = oc.DeviceTimer(kernel(0.5), mode="per_iteration")
+    t = oc.DeviceTimer(fake.kernel(0.5), mode="per_iteration")
     t.timeit(4)
-    stats = _C._cuda_fake_stats()
-    assert stats["memsets"] == 0 and stats["allocs_live"] == 0
+    assert fake.stat("memsets") == 0 and fake.stat("allocs_live") == 0
     assert t.metadata()["flush_buffer_bytes"] == 0
 
 
 def test_everything_is_released_with_the_timer(fake):
-    t = oc.DeviceTimer(kernel(0.5), mode="per_iteration", cache="cold")
+    t = oc.DeviceTimer(fake.kernel(0.5), mode="per_iteration", cache="cold")
     t.timeit(10)
-    stats = _C._cuda_fake_stats()
-    assert stats["events_live"] > 0 and stats["allocs_live"] == 1 and stats["contexts_retained"] == 1
+    assert fake.stat("events_live") > 0 and fake.stat("allocs_live") == 1
+    assert fake.stat("host_allocs_live") == 1 and fake.stat("contexts_retained") == 1
     del t
     gc.collect()
-    stats = _C._cuda_fake_stats()
-    assert (stats["events_live"], stats["allocs_live"], stats["host_allocs_live"],
-            stats["contexts_retained"]) == (0, 0, 0, 0)
+    assert [fake.stat(k) for k in ("events_live", "allocs_live", "host_allocs_live", "contexts_retained")] \
+        == [0, 0, 0, 0]
 
 
 def test_events_are_recorded_on_the_given_stream(fake):
     class TorchLikeStream:
-        cuda_stream = 0xBEEF
+        cuda_stream = fake.stream(0)
 
-    oc.DeviceTimer(kernel(0.1), stream=1234).timeit(2)
-    oc.DeviceTimer(kernel(0.1), mode="per_iteration", stream=TorchLikeStream()).timeit(2)
-    assert set(_C._cuda_fake_stats()["streams"]) == {1234, 0xBEEF}
+    plain = fake.stream(0)
+    oc.DeviceTimer(fake.kernel(0.1, stream=plain), stream=plain).timeit(2)
+    oc.DeviceTimer(fake.kernel(0.1, stream=TorchLikeStream.cuda_stream), mode="per_iteration",
+                   stream=TorchLikeStream()).timeit(2)
+    assert fake.records_on(plain) > 0 and fake.records_on(TorchLikeStream.cuda_stream) > 0
+    assert fake.records_on(0) == 0
 
 
 def test_default_stream_without_torch_cuda_is_the_legacy_stream(fake):
-    oc.DeviceTimer(kernel(0.1)).timeit(2)
-    assert _C._cuda_fake_stats()["streams"] == [0]
+    oc.DeviceTimer(fake.kernel(0.1)).timeit(2)
+    assert fake.records_on(0) == fake.stat("records") > 0
 
 
-# -- errors -----------------------------------------------------------------------
+# -- 1: the first call, lazy loading --------------------------------------------
 
 
-def test_kernel_fault_surfaces_as_the_cuda_error(fake):
-    t = oc.DeviceTimer(lambda: _C._cuda_fake_kernel_error(700))
+def test_first_call_of_a_lazily_loaded_kernel_runs_outside_the_hold(fake, no_warnings):
+    # A first launch waits for the device's queued work, which behind the hold
+    # never runs: it must come before any held block.
+    t = oc.DeviceTimer(fake.kernel(0.01, kernel=1))
+    assert t.timeit(10) == pytest.approx(1e-4, abs=QUANTUM)
+    assert fake.stat("loads") == 1 and fake.stat("load_blocks") == 0
+    meta = t.metadata()
+    assert meta["launch_hold"] is True and meta["launch_hold_off_reason"] is None
+
+
+def test_timer_with_a_lazy_kernel_keeps_the_hold_and_reports_the_cold_first_call(fake, no_warnings):
+    from opbench.timer import Timer
+
+    fake.configure(load_device_ns=5_000_000)  # the first launch also uploads: 5 ms of device time
+    m = Timer(fake.kernel(0.01, kernel=7), device_timing="events", record_first_call=True).timeit(100)
+    assert m.median == pytest.approx(1e-5, abs=QUANTUM / 100)
+    assert m.info["first_call_s"] == pytest.approx(5.01e-3, abs=QUANTUM)  # the cold call itself
+    assert m.info["launch_hold"] is True and "warnings" not in m.info
+    assert fake.stat("load_blocks") == 0
+
+
+def test_a_stall_at_the_first_held_block_is_retried_held(fake, no_warnings):
+    # Like an autotuner that synchronizes on its first two calls: the first runs
+    # unheld; the stall of the second, at the start of the first held block, is
+    # retried held, not taken as a reason to drop the hold.
+    calls = itertools.count()
+
+    def tuning_then_kernel():
+        if next(calls) <= 1:
+            fake.synchronize()
+        fake.launch(0.5)
+
+    t = oc.DeviceTimer(tuning_then_kernel)
+    t._ctx.watchdog_s = 0.05
+    assert t.timeit(4) == pytest.approx(2e-3, abs=QUANTUM)
+    assert t.metadata()["launch_hold"] is True
+    assert fake.stat("sync_blocks") == 1
+
+
+def test_statement_that_synchronizes_loses_the_hold_saying_why(fake):
+    # Waiting for the GPU inside the block deadlocks against the launch hold
+    # on a real device too; the watchdog releases it, one retry, then no hold.
+    def sync_then_kernel():
+        fake.synchronize()
+        fake.launch(1.0)
+
+    t = oc.DeviceTimer(sync_then_kernel)
+    t._ctx.watchdog_s = 0.05
+    with pytest.warns(LaunchHoldWarning, match=r"launch hold switched off: twice, the statement did not "
+                                               r"return within 0.05 s .*it waits for the GPU inside a call"):
+        assert t.timeit(4) == pytest.approx(4e-3, abs=QUANTUM)
+    meta = t.metadata()
+    assert meta["launch_hold"] is False
+    assert "it waits for the GPU inside a call" in meta["launch_hold_off_reason"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert t.timeit(2) == pytest.approx(2e-3, abs=QUANTUM)  # no hold, no second warning
+
+
+def test_module_loading_mode_is_recorded(fake):
+    assert oc.DeviceTimer(fake.kernel(1.0)).metadata()["module_loading"] == "lazy"
+    fake.configure(lazy_loading=0)
+    assert oc.DeviceTimer(fake.kernel(1.0)).metadata()["module_loading"] == "eager"
+
+
+# -- 2: errors of the hold ---------------------------------------------------------
+
+
+def test_hold_errors_other_than_not_supported_are_raised(fake):
+    t = warmed(oc.DeviceTimer(fake.kernel(0.1)))
+    fake.fail("cuStreamWaitValue32", 1)
+    with pytest.raises(oc.CudaError, match=r"^cuStreamWaitValue32 \(launch hold\) failed: "
+                                           r"CUDA_ERROR_INVALID_VALUE \(1\): invalid argument$") as e:
+        t.timeit(2)
+    assert e.value.code == 1
+    fake.fail("cuStreamWaitValue32", 0)
+    assert t.timeit(2) == pytest.approx(2e-4, abs=QUANTUM)
+    assert t.metadata()["launch_hold"] is True
+
+
+def test_a_sticky_error_reaches_the_hold_and_is_raised(fake):
+    calls = itertools.count()
+    t = oc.DeviceTimer(lambda: fake.launch(0.1, fault=ILLEGAL_ADDRESS if next(calls) == 3 else 0))
     with pytest.raises(oc.CudaError) as e:
-        t.timeit(3)
+        t.timeit(5)  # call 3 faults when the held block runs
     assert str(e.value) == (
         "cuEventSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS (700): an illegal memory access "
-        "was encountered (raised by GPU work queued in the timed region)")
-    assert e.value.code == 700 and e.value.function == "cuEventSynchronize"
+        "was encountered (raised by GPU work queued in the timed region) (a sticky error: a kernel "
+        "that ran earlier faulted, and the CUDA context stays unusable until the process exits)")
+    assert e.value.function == "cuEventSynchronize"
+    with pytest.raises(oc.CudaError) as e:
+        t.timeit(5)  # sticky: the next call into the driver reports it too
+    assert e.value.code == 700 and e.value.function == "cuStreamWaitValue32 (launch hold)"
+
+
+def test_a_sticky_error_surfaces_at_record_and_at_launch(fake):
+    t = oc.DeviceTimer(lambda: fake.launch(0.1, fault=ILLEGAL_ADDRESS), launch_hold=False)
+    with pytest.raises(oc.CudaError) as e:
+        t.timeit(3)  # unheld, the kernel faults at once: the record after it reports it
+    assert e.value.code == 700 and e.value.function == "cuEventRecord"
+    assert "a sticky error" in str(e.value)
+    t2 = oc.DeviceTimer(fake.kernel(0.1), launch_hold=False)
+    with pytest.raises(oc.CudaError, match=r"CUDA_ERROR_ILLEGAL_ADDRESS \(700\).*a sticky error"):
+        t2.timeit(1)
+    fake.set_current(0)
+    with pytest.raises(RuntimeError, match="CUDA error 700 at kernel launch"):
+        fake.launch(0.1)  # the statement's own launches fail too, as torch's would
+
+
+def test_not_supported_turns_the_hold_off_with_its_reason(fake, no_warnings):
+    t = warmed(oc.DeviceTimer(fake.kernel(0.5)))
+    fake.fail("cuStreamWaitValue32", NOT_SUPPORTED)
+    assert t.timeit(4) == pytest.approx(2e-3, abs=QUANTUM)
+    meta = t.metadata()
+    assert meta["launch_hold"] is False
+    assert "CUDA_ERROR_NOT_SUPPORTED" in meta["launch_hold_off_reason"]
+    with pytest.raises(ValueError, match="launches cannot be held: cuStreamWaitValue32 returned"):
+        t._ctx.hold = True
+
+
+def test_without_stream_memory_ops_timing_runs_unheld(fake, no_warnings):
+    fake.configure(stream_mem_ops=0)
+    t = oc.DeviceTimer(fake.kernel(0.5))
+    assert t.timeit(4) == pytest.approx(2e-3, abs=QUANTUM)
+    assert t.metadata()["launch_hold"] is False
 
 
 def test_failed_driver_call_is_named(fake):
-    t = oc.DeviceTimer(kernel(0.1))
-    _C._cuda_fake_fail("cuEventRecord", 719)
-    with pytest.raises(oc.CudaError, match=r"^cuEventRecord failed: CUDA_ERROR_LAUNCH_FAILED \(719\): "
-                                           r"unspecified launch failure$"):
+    t = warmed(oc.DeviceTimer(fake.kernel(0.1)))
+    fake.fail("cuEventRecord", 1)
+    with pytest.raises(oc.CudaError, match=r"^cuEventRecord failed: CUDA_ERROR_INVALID_VALUE \(1\): "
+                                           r"invalid argument$"):
         t.timeit(2)
-    _C._cuda_fake_fail("cuEventRecord", 0)
-    assert t.timeit(2) == pytest.approx(2e-4, rel=1e-5)  # usable again, nothing left held
+    fake.fail("cuEventRecord", 0)
+    assert t.timeit(2) == pytest.approx(2e-4, abs=QUANTUM)  # usable again, nothing left held
 
 
 def test_statement_exception_propagates_and_releases_the_stream(fake):
@@ -280,62 +452,260 @@ def test_statement_exception_propagates_and_releases_the_stream(fake):
     t = oc.DeviceTimer(boom)
     with pytest.raises(ZeroDivisionError, match="from the statement"):
         t.timeit(5)
+    fake.set_current(0)  # as torch would have it
     start = time.monotonic()
-    assert _C._cuda_fake_synchronize() == 0  # would block forever if the hold were kept
+    assert fake.synchronize() == 0  # would block forever if the hold were kept
     assert time.monotonic() - start < 1.0
+    assert fake.stat("sync_blocks") == 0
 
 
-def test_statement_that_synchronizes_does_not_hang(fake):
-    # Waiting for the GPU inside the block deadlocks against the launch hold
-    # on a real device too; the watchdog must release it and timing go on.
-    def sync_then_kernel():
-        _C._cuda_fake_synchronize()
-        _C._cuda_fake_advance(1.0)
-
-    t = oc.DeviceTimer(sync_then_kernel)
-    t._ctx.watchdog_s = 0.05
-    with pytest.warns(RuntimeWarning, match="waited for the GPU while its launches were held"):
-        assert t.timeit(4) == pytest.approx(4e-3, rel=1e-6)
-    assert t.metadata()["launch_hold"] is False
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert t.timeit(2) == pytest.approx(2e-3, rel=1e-6)  # no hold, no second warning
+# -- 3: the launch queue ---------------------------------------------------------------
 
 
-def test_full_launch_queue_shrinks_the_held_block(fake):
-    # Launches block once 5 are queued behind a hold: the watchdog releases
-    # it, and the run is redone with blocks that fit, still held, no warning.
-    fake(queue_depth=5)
-    t = oc.DeviceTimer(kernel(0.1))
-    t._ctx.watchdog_s = 0.2
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert t.timeit(20) == pytest.approx(2e-3, rel=1e-5)
-    assert t._ctx.hold_chunk == 2  # 5 calls got through before the stall
+def test_eight_kernels_per_call_never_fill_the_launch_queue(fake, no_warnings):
+    t = oc.DeviceTimer(fake.kernel(0.001, per_call=8))
+    assert t.timeit(1000) == pytest.approx(8e-3, abs=40 * QUANTUM)
+    assert fake.stat("queue_full_blocks") == 0
+    assert fake.max_queued() <= 32 * 8 + 3  # a held block is at most 32 calls
     assert t.metadata()["launch_hold"] is True
 
 
-def test_launch_hold_can_be_turned_off(fake):
-    t = oc.DeviceTimer(kernel(0.5), launch_hold=False)
-    assert t.timeit(4) == pytest.approx(2e-3, rel=1e-6)
-    assert _C._cuda_fake_stats()["stream_waits"] == 0
-    assert t.metadata()["launch_hold"] is False
+def test_the_per_call_block_leaves_room_for_the_events_and_the_flush(fake):
+    per_call = warmed(oc.DeviceTimer(fake.kernel(0.02), mode="per_iteration"))
+    fake.max_queued()
+    per_call.timeit(100)
+    assert fake.max_queued() == 1 + 32 * 3  # wait + (record, kernel, record) x 32
+    cold = warmed(oc.DeviceTimer(fake.kernel(0.02), cache="cold"))
+    fake.max_queued()
+    cold.timeit(100)
+    assert fake.max_queued() == 1 + 24 * 4  # and the flush memset: 24 calls a block
 
 
-def test_without_stream_memory_ops_timing_runs_unheld(fake):
-    fake(stream_mem_ops=False)
-    t = oc.DeviceTimer(kernel(0.5))
-    assert t.timeit(4) == pytest.approx(2e-3, rel=1e-6)
-    assert t.metadata()["launch_hold"] is False
+def test_a_full_launch_queue_shrinks_the_held_block(fake, no_warnings):
+    # Launches block once 40 commands are queued behind a hold: the watchdog
+    # releases it, and the block is redone smaller, still held, no warning.
+    fake.configure(queue_depth=40)
+    t = oc.DeviceTimer(fake.kernel(0.01, per_call=8))
+    t._ctx.watchdog_s = 0.1
+    assert t.timeit(20) == pytest.approx(1.6e-3, abs=20 * QUANTUM)
+    assert t._ctx.hold_chunk == 2  # 4 calls got through (wait, record, 4 x 8 kernels)
+    assert fake.stat("queue_full_blocks") == 1
+    assert t.metadata()["launch_hold"] is True
 
 
-# -- metadata --------------------------------------------------------------------
+def test_the_learned_block_size_is_kept_for_the_device(fake, no_warnings):
+    fake.configure(queue_depth=40)
+    first = oc.DeviceTimer(fake.kernel(0.01, per_call=8))
+    first._ctx.watchdog_s = 0.1
+    first.timeit(100)
+    assert fake.stat("queue_full_blocks") == 1
+    second = oc.DeviceTimer(fake.kernel(0.01, per_call=8))  # a new Context, same device
+    assert second.timeit(100) == pytest.approx(8e-3, abs=100 * QUANTUM)
+    assert fake.stat("queue_full_blocks") == 1  # no second stall
+
+
+def test_a_stall_keeps_blocks_already_measured(fake, no_warnings):
+    # One kernel per call for the first 40 calls, then 8: the second held block
+    # overflows a 100-command queue. Only that block is redone.
+    fake.configure(queue_depth=100)
+    calls = itertools.count()
+
+    def statement():
+        n = next(calls)
+        for _ in range(1 if n <= 40 else 8):
+            fake.launch(0.005)
+
+    t = oc.DeviceTimer(statement)
+    t._ctx.watchdog_s = 0.1
+    total = t.timeit(100)
+    made = next(calls)
+    assert fake.stat("queue_full_blocks") == 1
+    # 1 first call + 100 timed + the stalled block's calls (at most one block of 32).
+    assert 101 < made <= 101 + 32
+    # Timed: calls 1..32 (one kernel each) and 68 redone calls of 8 kernels.
+    assert total == pytest.approx(32 * 5e-6 + 68 * 40e-6, abs=20 * QUANTUM)
+
+
+# -- 4: graphs ---------------------------------------------------------------------------
+
+
+class FakeGraphs:
+    """Stands in for torch.cuda.CUDAGraph capture: a replay launches the captured
+    calls' device time as one kernel, plus an upload on its first replay."""
+
+    def __init__(self, fake, ms_per_call, upload_ms):
+        self.fake, self.ms_per_call, self.upload_ms = fake, ms_per_call, upload_ms
+        self.captured: list[int] = []
+        self.prepared = 0
+
+    def __call__(self, device):  # as DeviceTimer._graphs_cls(device)
+        return self
+
+    def prepare(self, fn):
+        self.prepared += 1
+        self.fake.set_current(0)  # torch makes its device's context current
+        fn()
+
+    def capture(self, fn, calls):
+        self.captured.append(calls)
+        uploaded = []
+
+        def replay():
+            self.fake.launch(self.ms_per_call * calls + (0 if uploaded else self.upload_ms))
+            uploaded.append(True)
+
+        return replay
+
+
+def test_graph_mode_captures_one_bounded_graph_and_excludes_the_upload(fake, monkeypatch, no_warnings):
+    graphs = FakeGraphs(fake, ms_per_call=0.002, upload_ms=50.0)
+    monkeypatch.setattr(oc.DeviceTimer, "_graphs_cls", graphs)
+    t = oc.DeviceTimer(fake.kernel(0.002), mode="graph")
+    for number in (1, 10, 100, 1000, 10_000, 1_000_000):  # timeit's default is 1e6
+        assert t.timeit(number) == pytest.approx(number * 2e-6, rel=1e-3)
+    assert graphs.captured == [1000]  # once, at most 1,000 calls, never per block size
+    assert graphs.prepared == 1
+    assert t.metadata()["graph_calls"] == 1000
+    assert fake.stat("launches") < 2000  # 1e6 calls as ~1,000 replays
+
+
+def test_graph_size_follows_the_call_time(fake, monkeypatch):
+    graphs = FakeGraphs(fake, ms_per_call=1.0, upload_ms=0.0)
+    monkeypatch.setattr(oc.DeviceTimer, "_graphs_cls", graphs)
+    t = oc.DeviceTimer(fake.kernel(1.0), mode="graph")
+    assert t.timeit(30) == pytest.approx(30e-3, rel=1e-4)  # 2 replays of 20 calls, scaled to 30
+    assert graphs.captured == [20]
+
+
+def test_graph_per_call_times_replay_a_one_call_graph(fake, monkeypatch):
+    graphs = FakeGraphs(fake, ms_per_call=0.01, upload_ms=5.0)
+    monkeypatch.setattr(oc.DeviceTimer, "_graphs_cls", graphs)
+    t = oc.DeviceTimer(fake.kernel(0.01), mode="graph")
+    assert t.per_call_times(3) == pytest.approx([1e-5] * 3, abs=QUANTUM)
+    assert t.per_call_times(3) == pytest.approx([1e-5] * 3, abs=QUANTUM)
+    assert graphs.captured == [1]
+
+
+# -- 5: clocks and throttling ------------------------------------------------------------
+
+
+def test_throttling_is_seen_while_the_gpu_is_busy(fake):
+    # Idle reads 345 MHz; under load this GPU runs at 1200 of 1980 MHz, power capped.
+    fake.configure(sm_clock_busy=1200, busy_reasons=SW_POWER_CAP)
+    t = oc.DeviceTimer(fake.kernel(0.5), mode="per_iteration")
+    with pytest.warns(ThrottleWarning, match=r"SM clock was 1200 MHz while running the statement, under "
+                                             r"75% of its maximum 1980 MHz \(NVML reasons: SwPowerCap\)"):
+        t.timeit(10)
+    meta = t.metadata()
+    assert meta["throttled"] is True and meta["throttled_windows"] == 10  # the first call is no sample
+    assert meta["throttle_reasons"] == ["SwPowerCap"]
+    assert (meta["sm_clock_mhz"], meta["sm_clock_mhz_lowest"], meta["sm_clock_mhz_max"]) == (1200, 1200, 1980)
+    assert meta["throttle_threshold"] == 0.75
+
+
+def test_full_clocks_under_load_are_not_throttling(fake, no_warnings):
+    t = oc.DeviceTimer(fake.kernel(0.5))
+    t.timeit(10)
+    meta = t.metadata()
+    assert meta["throttled"] is False and meta["throttled_windows"] == 0
+    assert meta["sm_clock_mhz"] == 1980 and meta["mem_clock_mhz"] == 2619  # not the idle 345 / 405
+
+
+def test_without_nvml_clocks_are_unknown_not_fatal(fake):
+    _C._cuda_set_libraries(fake.path, "libopbench-absent-nvml.so.1")
+    t = oc.DeviceTimer(fake.kernel(0.5))
+    assert t.timeit(2) == pytest.approx(1e-3, abs=QUANTUM)
+    meta = t.metadata()
+    assert meta["throttled"] is None and meta["sm_clock_mhz"] is None and meta["sm_clock_mhz_max"] is None
+    assert meta["driver_version"] is None and meta["cuda_driver_version"] == "12.4"
+    assert "libopbench-absent-nvml.so.1 not found" in meta["clock_problem"]
+
+
+# -- 6: the event quantum ------------------------------------------------------------------
+
+
+def test_event_quantum_is_measured_and_short_windows_warn(fake):
+    t = oc.DeviceTimer(fake.kernel(0.002), mode="per_iteration")  # 2 us: 4 quanta
+    with pytest.warns(ResolutionWarning, match=r"median per-call window, 2 us, is 4.0 steps of this GPU's "
+                                               r"event timer \(0.5 us each; under 20\).*'events' or 'graph'"):
+        t.timeit(50)
+    meta = t.metadata()
+    assert meta["event_quantum_s"] == pytest.approx(5e-7, rel=1e-6)
+    assert meta["resolution_limited"] is True
+    records = fake.stat("records")
+    oc.DeviceTimer(fake.kernel(0.002), mode="per_iteration").timeit(1)
+    assert fake.stat("records") - records == 2  # once per device and process: no second probe
+
+
+def test_event_quantum_probe_tries_again_when_a_round_fits_between_ticks(fake):
+    # 32 records 20 ns apart span 620 ns: a round may see no tick of a 1 us timer.
+    fake.configure(event_ns=20, event_quantum_ns=1000)
+    t = oc.DeviceTimer(fake.kernel(0.5))
+    t.timeit(1)
+    assert t.metadata()["event_quantum_s"] == pytest.approx(1e-6, rel=1e-6)
+    assert fake.stat("records") > 2 * 32  # it took more than one round here
+
+
+def test_long_windows_and_blocks_do_not_warn(fake, no_warnings):
+    fake.configure(event_quantum_ns=1000)
+    per_call = oc.DeviceTimer(fake.kernel(0.02), mode="per_iteration")  # 20 us: 20 quanta
+    per_call.timeit(50)
+    blocks = oc.DeviceTimer(fake.kernel(0.002))  # 2 us calls timed in blocks
+    blocks.timeit(50)
+    assert per_call.metadata()["event_quantum_s"] == pytest.approx(1e-6, rel=1e-6)
+    assert per_call.metadata()["resolution_limited"] is False
+
+
+# -- 7: contexts and streams of several devices ------------------------------------------------
+
+
+class TorchCudaStub:
+    """torch.cuda as the timer sees it: a current device, a current stream per device."""
+
+    def __init__(self, streams, current=0):
+        self.streams, self.current = streams, current
+
+    def current_device(self):
+        return self.current
+
+    def current_stream(self, device=None):
+        class Stream:
+            cuda_stream = self.streams[self.current if device is None else device]
+
+        return Stream()
+
+
+def test_the_callers_current_context_is_left_current(fake):
+    fake.configure(device_count=2)
+    fake.set_current(0)  # torch's current device
+    oc.DeviceTimer(fake.kernel(0.1), device=1).timeit(4)
+    assert fake.stat("current_device") == 0
+    oc.Event(device=1).record()
+    assert fake.stat("current_device") == 0
+    fake.set_current(-1)  # a thread where nothing touched CUDA stays that way
+    oc.DeviceTimer(fake.kernel(0.1), device=1).timeit(2)
+    assert fake.stat("current_device") == -1
+
+
+def test_events_go_on_the_stream_of_the_timers_own_device(fake, monkeypatch):
+    fake.configure(device_count=2)
+    streams = {0: fake.stream(0), 1: fake.stream(1)}
+    monkeypatch.setattr(oc, "_torch_cuda", lambda: TorchCudaStub(streams, current=0))
+    t = oc.DeviceTimer(fake.kernel(0.25, stream=streams[1]), device=1)
+    assert t.timeit(4) == pytest.approx(1e-3, abs=QUANTUM)
+    assert fake.records_on(streams[1], 1) > 0 and fake.records_on(streams[0], 0) == 0
+    event = oc.Event(device=1)
+    event.record()
+    assert fake.records_on(streams[0], 0) == 0
+
+
+# -- metadata ----------------------------------------------------------------------------------
 
 
 def test_metadata(fake):
-    fake(name="NVIDIA H200", l2_bytes=60 * MIB, driver_version=12080, nvml_driver_version="570.86.15",
-         sm_clocks=[1980], mem_clocks=[3201])
-    t = oc.DeviceTimer(kernel(0.5), mode="per_iteration", cache="cold")
+    fake.configure(l2_bytes=60 * MIB, driver_version=12080, sm_clock_busy=1755, mem_clock_busy=3201,
+                   mem_clock_max=3201, name="NVIDIA H200", nvml_driver_version="570.86.15")
+    t = oc.DeviceTimer(fake.kernel(0.5), mode="per_iteration", cache="cold")
     assert t.metadata()["throttled"] is None  # nothing measured yet
     t.timeit(3)
     assert t.metadata() == {
@@ -346,56 +716,48 @@ def test_metadata(fake):
         "device_index": 0,
         "driver_version": "570.86.15",
         "cuda_driver_version": "12.8",
+        "module_loading": "lazy",
         "l2_cache_bytes": 60 * MIB,
         "flush_buffer_bytes": 120 * MIB,
         "launch_hold": True,
-        "sm_clock_mhz_start": 1980,
-        "sm_clock_mhz_end": 1980,
-        "mem_clock_mhz_start": 3201,
-        "mem_clock_mhz_end": 3201,
+        "launch_hold_off_reason": None,
+        "event_quantum_s": 5e-7,
+        "resolution_limited": False,
+        "sm_clock_mhz": 1755,
+        "sm_clock_mhz_lowest": 1755,
+        "sm_clock_mhz_max": 1980,
+        "mem_clock_mhz": 3201,
+        "throttle_threshold": 0.75,
         "throttled": False,
+        "throttled_windows": 0,
+        "throttle_reasons": [],
     }
 
 
-def test_throttling_warns_once(fake):
-    # Readings: start of the first timeit, end of it, end of the second.
-    fake(sm_clocks=[1980, 1980, 1500])
-    t = oc.DeviceTimer(kernel(0.5))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        t.timeit(2)
-    with pytest.warns(RuntimeWarning, match=r"GPU clocks dropped during the measurement \(SM 1980 -> 1500 MHz"):
-        t.timeit(2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        t.timeit(2)
+def test_launch_hold_off_by_the_caller_is_reported(fake):
+    t = warmed(oc.DeviceTimer(fake.kernel(0.5), launch_hold=False))
+    waits = fake.stat("stream_waits")
+    assert t.timeit(4) == pytest.approx(2e-3, abs=QUANTUM)
+    assert fake.stat("stream_waits") == waits
     meta = t.metadata()
-    assert meta["throttled"] is True
-    assert (meta["sm_clock_mhz_start"], meta["sm_clock_mhz_end"]) == (1980, 1500)
-
-
-def test_without_nvml_clocks_are_unknown_not_fatal(fake):
-    fake(nvml=False)
-    t = oc.DeviceTimer(kernel(0.5))
-    assert t.timeit(2) == pytest.approx(1e-3, rel=1e-6)
-    meta = t.metadata()
-    assert meta["throttled"] is None and meta["sm_clock_mhz_start"] is None
-    assert meta["driver_version"] is None and meta["cuda_driver_version"] == "12.4"
-    assert "libnvidia-ml.so.1 not found" in meta["clock_problem"]
+    assert meta["launch_hold"] is False
+    assert meta["launch_hold_off_reason"] == "switched off by the caller (launch_hold=False)"
 
 
 # -- the Event API ------------------------------------------------------------------
 
 
 def test_event_record_synchronize_elapsed(fake):
+    stream = fake.stream(0)
     start, end = oc.Event(), oc.Event()
-    start.record(stream=42)
-    _C._cuda_fake_advance(2.5)
-    end.record(stream=42)
+    start.record(stream=stream)
+    fake.set_current(0)  # the caller's own launches need a context, as with torch
+    fake.launch(2.5, stream=stream)
+    end.record(stream=stream)
     end.synchronize()
     assert end.query() is True
-    assert start.elapsed_time(end) == pytest.approx(2.5)
-    assert 42 in _C._cuda_fake_stats()["streams"]
+    assert start.elapsed_time(end) == pytest.approx(2.5, abs=QUANTUM * 1e3)
+    assert fake.records_on(stream) == 2
 
 
 def test_event_misuse_is_a_clear_error(fake):
@@ -413,9 +775,19 @@ def test_event_misuse_is_a_clear_error(fake):
 def test_timer_device_timing(fake):
     from opbench.timer import Timer
 
-    m = Timer(kernel(0.01), device_timing="events", l2_cache="warm").timeit(100)
-    assert m.median == pytest.approx(1e-5, rel=1e-4)
+    m = Timer(fake.kernel(0.01), device_timing="events", l2_cache="warm").timeit(100)
+    assert m.median == pytest.approx(1e-5, abs=QUANTUM / 100)
     assert "cuda-events (warm L2)" in repr(m)
+    assert m.info["event_quantum_s"] == pytest.approx(5e-7) and m.info["throttled"] is False
+
+
+def test_timer_per_iteration_keeps_every_call_and_the_warnings(fake):
+    from opbench.timer import Timer
+
+    with pytest.warns(ResolutionWarning):
+        m = Timer(fake.kernel(0.002), device_timing="per_iteration").timeit(50)
+    assert m.number_per_run == 1 and len(m.raw_times) == 50
+    assert {"category": "ResolutionWarning"}.items() <= m.info["warnings"][0].items()
 
 
 # -- on a real GPU -------------------------------------------------------------------------
@@ -441,7 +813,41 @@ def test_gpu_events_and_metadata():
     assert t.timeit(10) > 0
     meta = t.metadata()
     assert meta["device"] == torch.cuda.get_device_name()
-    assert meta["launch_hold"] is True
+    assert meta["launch_hold"] is True, meta["launch_hold_off_reason"]
+    assert meta["module_loading"] in ("lazy", "eager")
+    assert meta["event_quantum_s"] is None or 0 < meta["event_quantum_s"] < 1e-5
+
+
+@gpu
+def test_gpu_never_launched_kernel_keeps_the_hold():
+    import torch
+
+    x = torch.rand(4096, device="cuda")
+    t = oc.DeviceTimer(lambda: torch.special.i1e(x))  # a kernel nothing here launched before
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LaunchHoldWarning)
+        assert t.timeit(100) > 0
+    assert t.metadata()["launch_hold"] is True
+
+
+@gpu
+def test_gpu_eight_kernels_per_call_do_not_stall():
+    import torch
+
+    x = torch.zeros(1024, device="cuda")
+
+    def eight():
+        for _ in range(8):
+            x.add_(1.0)
+
+    t = oc.DeviceTimer(eight)
+    t._ctx.watchdog_s = 0.5
+    start = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LaunchHoldWarning)
+        t.timeit(2000)
+    assert time.monotonic() - start < 0.5 * 4  # no watchdog stall (each costs 0.5 s)
+    assert t.metadata()["launch_hold"] is True
 
 
 @gpu
@@ -463,6 +869,8 @@ def test_gpu_graph_mode():
     t = oc.DeviceTimer(lambda: x.add_(1.0), mode="graph")
     before = x.clone()
     assert t.timeit(20) > 0
+    assert t.timeit(100_000) > 0
+    assert 1 <= t.metadata()["graph_calls"] <= 1000
     assert len(t.per_call_times(3)) == 3
     assert torch.all(x > before)  # the replays ran
 
@@ -474,7 +882,7 @@ def test_gpu_synchronizing_statement_does_not_hang():
     x = torch.randn(1024, device="cuda")
     t = oc.DeviceTimer(lambda: x.sum().item())
     t._ctx.watchdog_s = 0.2
-    with pytest.warns(RuntimeWarning, match="waited for the GPU"):
+    with pytest.warns(LaunchHoldWarning, match="launch hold switched off"):
         assert t.timeit(3) > 0
 
 
@@ -487,6 +895,9 @@ def test_gpu_kernel_fault_is_reported_not_hung():
         "t = oc.DeviceTimer(lambda: x.index_add_(0, i, x[:1]))\n"
         "try:\n    t.timeit(1)\nexcept oc.CudaError as e:\n    print(e.function, e.code)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    # torch checks index_add_'s indices on the device: CUDA_ERROR_ASSERT (710).
-    assert out.stdout.split() == ["cuEventSynchronize", "710"], out.stdout + out.stderr
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    # torch checks index_add_'s indices on the device: CUDA_ERROR_ASSERT (710), reported by
+    # the first driver call after the fault (the first call runs unheld, so it may be a record).
+    reported = out.stdout.split()
+    assert len(reported) == 2 and reported[0] in ("cuEventSynchronize", "cuEventRecord") \
+        and reported[1] == "710", out.stdout + out.stderr

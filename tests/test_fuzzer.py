@@ -281,3 +281,14 @@ def test_take_shows_progress_when_asked(capsys):
     assert "fuzzer" in err and "3/3" in err
     list(fuzzer.take(3, progress=False))
     assert capsys.readouterr().err == ""
+
+
+def test_take_is_silent_by_default_even_when_progress_is_forced_on(capsys, monkeypatch):
+    # torch's Fuzzer prints nothing; a bar drawn into the user's own prints
+    # (`... 20% 0:00 elapsed, ~0:00 leftk0=43: 1.44 us`) garbled them.
+    monkeypatch.setenv("OPBENCH_PROGRESS", "1")
+    fuzzer = ob.Fuzzer([ob.FuzzedParameter("n", minval=1, maxval=8, distribution="uniform")],
+                       [ob.FuzzedTensor("x", size=("n",))], seed=1)
+    assert len(list(fuzzer.take(3))) == 3
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""

@@ -75,3 +75,21 @@ def test_native_loop_stops_on_ctrl_c_for_fast_statements():
 def test_python_template_loop_stops_on_ctrl_c():
     out = _interrupt('"time.sleep(0.001)"', 10_000_000, extra=', globals={"time": time}')
     assert "INTERRUPTED threads=3" in out, out
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT delivery to a child is POSIX")
+def test_cuda_loop_stops_on_ctrl_c():
+    # The device-timing loop against the fake driver (tests/fake_cuda), through
+    # opbench's own loader. The statement is a ctypes function, a C callable, so
+    # no bytecode runs inside the loop: only its own signal poll can stop it.
+    from fake_cuda import library
+
+    setup = (
+        "import ctypes, functools; from opbench import _C\n"
+        f"fake = ctypes.CDLL({str(library())!r}); fake.opbench_fake_reset()\n"
+        f"_C._cuda_set_libraries({str(library())!r}, {str(library())!r})\n"
+        "fake.opbench_fake_launch.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_double, ctypes.c_int]"
+    )
+    out = _interrupt("functools.partial(fake.opbench_fake_launch, 0, 0, 0.01, 0)", 10**12,
+                     setup=setup, extra=', device_timing="events"')
+    assert "INTERRUPTED threads=3" in out, out

@@ -156,3 +156,28 @@ def test_zero_median_does_not_crash():
     # torch 2.13 raises OverflowError on both (log10(0) = -inf).
     assert m.significant_figures == 1
     assert "0.00 ns" in repr(m)
+
+
+def test_describe_extends_repr_which_stays_untouched():
+    times = [1e-6 * (1 + (i % 7) / 100) for i in range(30)] + [5e-6]
+    m = opbench.Measurement(1, times, opbench.TaskSpec("f()", "pass"))
+    before = repr(m)
+    text = m.describe()
+    assert repr(m) == before
+    assert text.startswith(before + "\n")
+    extra = text[len(before) + 1:]
+    assert "Median 95% CI:" in extra and "order statistic" in extra
+    assert "Outliers (Tukey fences): 0 low, 1 high (1 severe) of 31" in extra
+    m.info.update(converged=False, stop_reason="plateau", target=0.01, relative_ci=0.03)
+    assert "NOT converged: relative CI 3.00%, target 1.00% (stopped on plateau)" in \
+        m.describe()
+
+
+@pytest.mark.parametrize("number, times, match", [
+    (1, [], "needs at least one time"),  # torch accepts it and prints -1000000000.00 ns
+    (0, [1e-6], "number_per_run must be a positive int"),
+    (True, [1e-6], "number_per_run must be a positive int"),
+])
+def test_an_impossible_measurement_is_refused_at_construction(number, times, match):
+    with pytest.raises(ValueError, match=match):
+        opbench.Measurement(number, times, opbench.TaskSpec("f()", "pass"))

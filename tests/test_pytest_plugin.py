@@ -1,12 +1,17 @@
-"""The pytest plugin: the `opbench` fixture, --opbench-save/-compare/-fail-above/-disable, xdist.
+"""The pytest plugin: the `opbench` fixture and the regression gate (--opbench-*), xdist.
 
 Every inner session runs in a subprocess (runpytest_subprocess): an in-process
 run would drop and re-import opbench's modules, leaving two copies of its
-classes in this process. Regressions are made deterministic by benchmarking
-sleeps ten times apart, never by thresholds on absolute times.
+classes in this process. Timings are made deterministic by an inner conftest
+that swaps Timer's engine for one with fixed costs per statement (the
+`_timer_cls` hook torch's own tests use), never by thresholds on real times.
 """
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import stat
 import subprocess
 import sys
 
@@ -17,22 +22,85 @@ from opbench.results import load
 
 pytest_plugins = ["pytester"]
 
+# Inner sessions' conftest: every statement costs COSTS[its name] seconds per call
+# (1 us unless listed), with a tiny deterministic spread so intervals form, and each
+# timed block logs its real start and end (after a short real sleep) to LOG.
+CONFTEST = """
+import functools, json, os, time
+import opbench
+
+COSTS = json.loads(os.environ.get("OPBENCH_TEST_COSTS", "{}"))
+LOG = os.environ.get("OPBENCH_TEST_LOG")
+# The first BURST measurements of the process run twice as slow: another process's
+# load. (A measurement starts with Timer's overhead probes, timeit(0).)
+BURST = int(os.environ.get("OPBENCH_TEST_BURST", "0"))
 
 
-SLEEP_TESTS = """
-import os, time
+def _name(stmt):
+    while isinstance(stmt, functools.partial):
+        stmt = stmt.func
+    return getattr(stmt, "__name__", str(stmt))
 
-SLEEP = float(os.environ["OPBENCH_TEST_SLEEP"])
 
-def test_sleep(opbench):
-    opbench(lambda: time.sleep(SLEEP), min_run_time=0.15)
+class FixedCost:
+    def __init__(self, stmt, setup, timer, globals, **kwargs):
+        self._stmt = stmt
+        self._cost = COSTS.get(_name(stmt), 1e-6)
+        self._calls = 0
+
+    measurements = 0
+    last = None
+
+    def timeit(self, number):
+        self._calls += 1
+        if number == 0 and FixedCost.last != 0:
+            FixedCost.measurements += 1
+        FixedCost.last = number
+        burst = 2.0 if FixedCost.measurements <= BURST else 1.0
+        if LOG:
+            start = time.monotonic()
+            time.sleep(0.002)
+            with open(LOG, "a") as f:
+                f.write(f"{os.getpid()} {start} {time.monotonic()}\\n")
+        return 1e-8 + self._cost * burst * number * (1 + 0.002 * (self._calls % 5))
+
+    def as_callable(self):
+        return self._stmt
+
+
+opbench.Timer._timer_cls = FixedCost
+"""
+
+BENCH = """
+def work():
+    pass
+
+
+def test_work(opbench):
+    opbench(work)
 """
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", *args,
-                                         timeout=120)
+def run(pytester: pytest.Pytester, *args: str, costs: dict[str, float] | None = None,
+        log: str | None = None, burst: int = 0) -> pytest.RunResult:
+    env = {"OPBENCH_TEST_COSTS": json.dumps(costs or {}), "OPBENCH_TEST_BURST": str(burst)}
+    if log:
+        env["OPBENCH_TEST_LOG"] = log
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        return pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", *args,
+                                             timeout=300)
 
+
+@pytest.fixture
+def bench(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_bench=BENCH)
+    return pytester
+
+
+# -- the fixture -------------------------------------------------------------------
 
 def test_fixture_times_labels_and_saves(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bench="""
@@ -44,7 +112,8 @@ def test_fixture_times_labels_and_saves(pytester: pytest.Pytester) -> None:
         def test_callable(opbench):
             m = opbench(spin, min_run_time=0.02)
             assert m.median > 0 and m.label == "test_bench.py::test_callable"
-            assert m.stmt == "spin()"
+            assert m.stmt == "spin()" and m.task_spec.key == "test_bench.py::test_callable"
+            assert len(m.times) >= 10  # --opbench-min-samples' default
 
         def test_statement(opbench):
             m = opbench("sorted(xs)", setup="xs = list(range(50))[::-1]", sub_label="sorted",
@@ -63,16 +132,17 @@ def test_fixture_times_labels_and_saves(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--opbench-save", "out.json")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*opbench: 2 benchmark(s)*",
-                                 "*test_bench.py::test_callable*", "*spin()*",
-                                 "*custom*", "*sorted*",
-                                 "opbench: saved 2 measurement(s) to out.json"])
+                                 "Benchmark*Median*IQR*Samples*ops/s",
+                                 "test_bench.py::test_callable *",
+                                 "test_bench.py::test_statement *",
+                                 "opbench: saved 2 result(s) to out.json"])
     saved = load(pytester.path / "out.json")
     assert [(m.label, m.sub_label, m.description, m.stmt) for m in saved] == [
         ("test_bench.py::test_callable", None, None, "spin()"),
         ("custom", "sorted", "50", "sorted(xs)"),
     ]
-    assert all(len(m.raw_times) >= 1 for m in saved)
     assert saved.environment.get("python")  # the controller records the environment
+    assert stat.S_IMODE(os.stat(pytester.path / "out.json").st_mode) == 0o644
 
 
 def test_no_benchmarks_no_summary_no_file(pytester: pytest.Pytester) -> None:
@@ -86,67 +156,207 @@ def test_no_benchmarks_no_summary_no_file(pytester: pytest.Pytester) -> None:
     assert not (pytester.path / "out.json").exists()
 
 
-def test_disable_runs_once_untimed_and_saves_nothing(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_bench="""
+def test_disable_runs_once_and_returns_what_the_enabled_fixture_returns(
+        pytester: pytest.Pytester) -> None:
+    # The README's example, unchanged: it must pass with and without --opbench-disable.
+    pytester.makepyfile(test_readme="""
+        def test_sort_speed(opbench):
+            xs = list(range(1000, 0, -1))
+            m = opbench(lambda: sorted(xs), min_run_time=0.05)
+            assert m.median > 0
+
         calls = []
 
-        def test_callable(opbench):
-            assert opbench(lambda: calls.append(1), setup=lambda: calls.append("setup")) is None
-            assert calls == ["setup", 1]
-
-        def test_statement(opbench):
-            ns = {"log": []}
-            assert opbench("log.append(x)", setup="x = 7", globals=ns) is None
-            # The Timer copies globals, so the list object is shared but the dict is not.
-            assert ns["log"] == [7]
+        def test_once(opbench):
+            m = opbench(lambda: calls.append(1), setup=lambda: calls.append("setup"))
+            assert calls == ["setup", 1] and len(m.times) == 1 and m.number_per_run == 1
     """)
     result = run(pytester, "--opbench-disable", "--opbench-save", "out.json")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["opbench: --opbench-disable: nothing timed, saved or compared"])
+    result.stdout.fnmatch_lines(["opbench: --opbench-disable: each benchmark ran once; "
+                                 "nothing saved or compared"])
     assert not (pytester.path / "out.json").exists()
+    run(pytester, "-k", "sort_speed").assert_outcomes(passed=1)
 
 
-def _baseline(pytester: pytest.Pytester, sleep: float) -> None:
-    pytester.makepyfile(test_sleep=SLEEP_TESTS)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OPBENCH_TEST_SLEEP", str(sleep))
-        run(pytester, "--opbench-save", "base.json").assert_outcomes(passed=1)
+def test_several_benchmarks_in_one_test_get_their_own_keys(bench: pytest.Pytester) -> None:
+    # Two lambdas in one test used to become one `<lambda>()` row, pooled silently.
+    bench.makepyfile(test_bench="""
+        import functools
+
+        def scaled(k):
+            pass
+
+        def test_many(opbench):
+            opbench(lambda: 1)
+            opbench(lambda: 2)
+            opbench(functools.partial(scaled, 3), name="partial")
+    """)
+    bench_result = run(bench, "--opbench-save", "out.json")
+    bench_result.assert_outcomes(passed=1)
+    keys = [m.task_spec.key for m in load(bench.path / "out.json")]
+    assert keys == ["test_bench.py::test_many", "test_bench.py::test_many#1",
+                    "test_bench.py::test_many::partial"]
 
 
-def _compare(pytester: pytest.Pytester, sleep: float, *args: str) -> pytest.RunResult:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OPBENCH_TEST_SLEEP", str(sleep))
-        return run(pytester, "--opbench-compare", "base.json", *args)
+def test_groups_and_sorting_of_the_summary(bench: pytest.Pytester) -> None:
+    bench.makepyfile(test_bench="""
+        import pytest
+
+        def fast():
+            pass
+
+        def slow():
+            pass
+
+        @pytest.mark.opbench(group="io")
+        def test_slow(opbench):
+            opbench(slow)
+
+        @pytest.mark.opbench(group="io")
+        def test_fast(opbench):
+            opbench(fast)
+
+        def test_other(opbench):
+            opbench(fast)
+    """)
+    result = run(bench, "--opbench-sort", "median", costs={"slow": 1e-3, "fast": 1e-6})
+    result.assert_outcomes(passed=3)
+    text = result.stdout.str()
+    assert "opbench: 2 benchmark(s), group 'io'" in text and "opbench: 1 benchmark(s)" in text
+    io = text[text.index("group 'io'"):]
+    assert io.index("test_fast") < io.index("test_slow")  # by median
 
 
-def test_compare_passes_when_faster(pytester: pytest.Pytester) -> None:
-    _baseline(pytester, 0.01)
-    result = _compare(pytester, 0.001, "--opbench-fail-above", "5%")
-    result.assert_outcomes(passed=1)
-    assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*compared with base.json*",
-                                 "test_sleep.py::test_sleep * faster",
-                                 "*No significant regression beyond the threshold.*"])
-    assert "regressed" not in result.stdout.str() and "FAILED" not in result.stdout.str()
+def test_only_and_skip_select_the_benchmarks(bench: pytest.Pytester) -> None:
+    bench.makepyfile(test_other="def test_plain():\n    pass\n")
+    run(bench, "--opbench-only").assert_outcomes(passed=1, deselected=1)
+    result = run(bench, "--opbench-skip")
+    result.assert_outcomes(passed=1, deselected=1)
+    assert "test_plain" in result.stdout.str() or result.ret == 0
 
 
-def test_compare_fails_on_regression(pytester: pytest.Pytester) -> None:
-    _baseline(pytester, 0.001)
-    result = _compare(pytester, 0.01, "--opbench-fail-above", "5%")
+# -- the gate --------------------------------------------------------------------
+
+def _save_baseline(bench: pytest.Pytester, cost: float, *args: str) -> None:
+    run(bench, "--opbench-save", "base.json", *args, costs={"work": cost}).assert_outcomes(
+        passed=1)
+
+
+def test_a_regression_fails_the_session(bench: pytest.Pytester) -> None:
+    _save_baseline(bench, 1e-6)
+    result = run(bench, "--opbench-compare", "base.json", "--opbench-fail-above", "5%",
+                 costs={"work": 2e-6})
     result.assert_outcomes(passed=1)  # every test passed; the benchmark gate failed
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([
-        "opbench FAILED: significantly slower than the baseline by more than 5.0%:",
-        "  test_sleep.py::test_sleep",
-    ])
+    result.stdout.fnmatch_lines(["*compared with base.json*",
+                                 "test_bench.py::test_work * REGRESSION",
+                                 "FAILED: 1 problem(s):",
+                                 "  test_bench.py::test_work: 2.0*x slower (regression)"])
 
 
-def test_compare_without_fail_above_only_warns(pytester: pytest.Pytester) -> None:
-    _baseline(pytester, 0.001)
-    result = _compare(pytester, 0.01)
+def test_a_burst_of_load_is_re_measured_before_it_fails_the_gate(
+        bench: pytest.Pytester) -> None:
+    _save_baseline(bench, 1e-6)
+    # The whole first measurement 2x slow (another process's load), the next one clean.
+    result = run(bench, "--opbench-compare", "base.json", "--opbench-fail-above", "5%",
+                 "--opbench-save", "new.json", burst=1)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    (m,) = load(bench.path / "new.json")
+    assert m.info["confirmations"] == 1
+    # A real regression is there in every measurement: confirmed, and failed.
+    result = run(bench, "--opbench-compare", "base.json", "--opbench-fail-above", "5%",
+                 "--opbench-save", "slow.json", costs={"work": 2e-6})
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert load(bench.path / "slow.json")[0].info["confirmations"] == 2
+
+
+def test_no_change_and_an_improvement_pass(bench: pytest.Pytester) -> None:
+    _save_baseline(bench, 1e-6)
+    for cost, verdict in ((1e-6, "same"), (0.5e-6, "improvement")):
+        result = run(bench, "--opbench-compare", "base.json", "--opbench-fail-above", "5%",
+                     costs={"work": cost})
+        assert result.ret == pytest.ExitCode.OK
+        result.stdout.fnmatch_lines([f"test_bench.py::test_work * {verdict}",
+                                     "PASSED: no regression beyond the threshold."])
+
+
+def test_a_2x_slowdown_with_3_samples_per_side_fails(bench: pytest.Pytester) -> None:
+    # A 50 ms op under min_run_time=0.2 gets ~4 samples; the old gate called that
+    # "too few times / inconclusive" and passed a 2x slowdown with exit 0.
+    _save_baseline(bench, 1e-6, "--opbench-min-samples", "3", "--opbench-min-time", "1e-9")
+    result = run(bench, "--opbench-compare", "base.json", "--opbench-fail-above", "5%",
+                 "--opbench-min-samples", "3", "--opbench-min-time", "1e-9",
+                 costs={"work": 2e-6})
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["test_bench.py::test_work * none (3 vs 3 samples)  "
+                                 "POSSIBLE REGRESSION"])
+
+
+def test_compare_without_fail_above_only_reports(bench: pytest.Pytester) -> None:
+    _save_baseline(bench, 1e-6)
+    result = run(bench, "--opbench-compare", "base.json", costs={"work": 2e-6})
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["opbench warning: significantly slower*",
-                                 "  test_sleep.py::test_sleep"])
+    result.stdout.fnmatch_lines(["*REGRESSION", "opbench: not failing the session*"])
+
+
+def test_a_renamed_inner_function_keeps_its_history(bench: pytest.Pytester) -> None:
+    _save_baseline(bench, 1e-6)
+    bench.makepyfile(test_bench=BENCH.replace("work", "work_v2").replace("test_work_v2",
+                                                                         "test_work"))
+    result = run(bench, "--opbench-compare", "base.json", "--opbench-fail-above", "5%",
+                 costs={"work_v2": 2e-6})
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # compared, found 2x slower
+    assert "Only in" not in result.stdout.str()
+
+
+def test_an_empty_baseline_fails_the_gate_instead_of_passing(bench: pytest.Pytester) -> None:
+    from opbench import save
+
+    save([], bench.path / "empty.json", environment={})
+    result = run(bench, "--opbench-compare", "empty.json", "--opbench-fail-above", "5%")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["opbench FAILED: no benchmark is in both sets of results*"])
+
+
+def test_save_and_compare_on_one_path_compare_with_the_old_file(bench: pytest.Pytester) -> None:
+    _save_baseline(bench, 1e-6)
+    result = run(bench, "--opbench-compare", "base.json", "--opbench-save", "base.json",
+                 "--opbench-fail-above", "5%", costs={"work": 2e-6})
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # not compared with itself
+    assert load(bench.path / "base.json")[0].median == pytest.approx(2e-6, rel=0.01)
+
+
+def test_a_partial_run_keeps_the_rest_of_the_saved_file(bench: pytest.Pytester) -> None:
+    bench.makepyfile(test_more="def test_more(opbench):\n    opbench(lambda: None)\n")
+    run(bench, "--opbench-save", "out.json").assert_outcomes(passed=2)
+    result = run(bench, "-k", "test_work", "--opbench-save", "out.json", costs={"work": 3e-6})
+    result.stdout.fnmatch_lines(["opbench: saved 1 result(s) to out.json (1 kept from before)"])
+    saved = {m.task_spec.key: m for m in load(bench.path / "out.json")}
+    assert set(saved) == {"test_bench.py::test_work", "test_more.py::test_more"}
+    assert saved["test_bench.py::test_work"].median == pytest.approx(3e-6, rel=0.01)
+
+
+def test_missing_benchmarks_are_listed_and_can_fail(bench: pytest.Pytester) -> None:
+    bench.makepyfile(test_more="def test_more(opbench):\n    opbench(lambda: None)\n")
+    run(bench, "--opbench-save", "base.json").assert_outcomes(passed=2)
+    result = run(bench, "-k", "test_work", "--opbench-compare", "base.json",
+                 "--opbench-fail-above", "5%", "--opbench-fail-on-missing")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["  test_more.py::test_more: missing from the new results"])
+
+
+def test_autosave_then_compare_with_the_latest_run(bench: pytest.Pytester,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPBENCH_BASELINE_DIR", str(bench.path / "baselines"))
+    result = run(bench, "--opbench-compare")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "no saved run of this machine" in result.stderr.str()
+    run(bench, "--opbench-autosave", costs={"work": 1e-6}).stdout.fnmatch_lines(
+        ["opbench: saved this run as *baselines*0001_*.json"])
+    result = run(bench, "--opbench-compare", "--opbench-fail-above", "5%", costs={"work": 2e-6})
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*compared with *0001_*.json*"])
 
 
 @pytest.mark.parametrize("args, message", [
@@ -154,39 +364,109 @@ def test_compare_without_fail_above_only_warns(pytester: pytest.Pytester) -> Non
     (["--opbench-compare", "missing.json"], "--opbench-compare: cannot load missing.json"),
     (["--opbench-compare", "base.json", "--opbench-fail-above", "200%"],
      "--opbench-fail-above must be between 0% and 100%"),
-    (["--opbench-save", "no/such/dir/out.json"], "--opbench-save: directory "),
+    (["--opbench-save", "no/such/dir/out.json"], "--opbench-save: cannot write"),
+    (["--opbench-save", "."], "is a directory"),
+    (["--opbench-save", "corrupt.json"], "cannot load corrupt.json"),
+    (["--opbench-only", "--opbench-skip"], "exclude each other"),
 ])
-def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args, message) -> None:
+def test_bad_options_are_usage_errors_before_any_test_runs(pytester: pytest.Pytester, args,
+                                                           message) -> None:
     from opbench import Measurement, TaskSpec, save
 
     save([Measurement(1, [1e-3], TaskSpec("f()", "pass"))], pytester.path / "base.json",
          environment={})
-    pytester.makepyfile("def test_plain():\n    pass\n")
+    (pytester.path / "corrupt.json").write_text("{not json")
+    pytester.makepyfile("def test_plain():\n    open('ran', 'w').close()\n")
     result = run(pytester, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()
+    assert not (pytester.path / "ran").exists()
+    assert (pytester.path / "corrupt.json").read_text() == "{not json"  # never overwritten
 
 
-def test_xdist_workers_results_are_merged(pytester: pytest.Pytester) -> None:
+# -- xdist ---------------------------------------------------------------------------
+
+XDIST_BENCH = """
+import pytest
+
+def work():
+    pass
+
+@pytest.mark.parametrize("n", range(6))
+def test_par(opbench, n):
+    opbench(work)
+"""
+
+
+def _intervals(path) -> list[tuple[int, float, float]]:
+    rows = [line.split() for line in open(path)]
+    return sorted((int(pid), float(a), float(b)) for pid, a, b in rows)
+
+
+def _overlaps(intervals) -> int:
+    by_start = sorted(intervals, key=lambda r: r[1])
+    return sum(1 for prev, cur in zip(by_start, by_start[1:])
+               if cur[0] != prev[0] and cur[1] < prev[2])
+
+
+def test_xdist_workers_take_turns_and_raise_no_false_alarm(bench: pytest.Pytester) -> None:
     pytest.importorskip("xdist", reason="needs pytest-xdist (the test extra)")
-    pytester.makepyfile(test_par="""
-        import pytest
-
-        @pytest.mark.parametrize("n", [10, 100, 1000, 10000])
-        def test_sum(opbench, n):
-            opbench(f"sum(range({n}))", min_run_time=0.01)
-    """)
-    result = run(pytester, "-n", "2", "--opbench-save", "out.json")
-    result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["*opbench: 4 benchmark(s)*",
-                                 "opbench: saved 4 measurement(s) to out.json"])
-    saved = load(pytester.path / "out.json")
-    assert sorted(m.label for m in saved) == sorted(
-        f"test_par.py::test_sum[{n}]" for n in (10, 100, 1000, 10000))
+    bench.makepyfile(test_bench=XDIST_BENCH)
+    run(bench, "-n", "2", "--opbench-save", "base.json").assert_outcomes(passed=6)
+    log = str(bench.path / "timed.log")
+    result = run(bench, "-n", "2", "--opbench-compare", "base.json", "--opbench-fail-above",
+                 "5%", log=log)
+    result.assert_outcomes(passed=6)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()  # no change, no alarm
+    result.stdout.fnmatch_lines(["*take turns to time*", "*PASSED: no regression*"])
+    intervals = _intervals(log)
+    assert len({pid for pid, _, _ in intervals}) == 2  # both workers timed something
+    assert _overlaps(intervals) == 0  # never at the same moment
+    assert len(load(bench.path / "base.json")) == 6
 
 
 def test_plugin_import_is_torch_free() -> None:
     code = ("import sys, opbench.pytest_plugin\n"
             "assert 'torch' not in sys.modules\n"
-            "assert 'opbench.cli.compare' not in sys.modules\n")
+            "assert 'opbench.gate' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# -- instruction mode -------------------------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (CI installs it)")
+def test_instruction_mode_gates_a_one_percent_change_exactly(pytester: pytest.Pytester) -> None:
+    from opbench import _C
+
+    if not _C.callgrind.available():
+        pytest.skip("opbench._C was built without valgrind's headers")
+    pytester.makepyfile(test_count="""
+        import os
+
+        EXTRA = int(os.environ.get("EXTRA", "0"))
+
+        def work():
+            total = 0
+            for i in range(200 + EXTRA):
+                total += i
+            return total
+
+        def test_work(opbench):
+            c = opbench(work)
+            assert c.median > 0
+    """)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EXTRA", "0")
+        base = run(pytester, "--opbench-mode=instructions", "--opbench-save", "base.json")
+        base.assert_outcomes(passed=1)
+        same = run(pytester, "--opbench-mode=instructions", "--opbench-compare", "base.json",
+                   "--opbench-fail-above", "0.5%")
+        mp.setenv("EXTRA", "2")  # 1% more loop iterations
+        slower = run(pytester, "--opbench-mode=instructions", "--opbench-compare", "base.json",
+                     "--opbench-fail-above", "0.5%")
+    (counts,) = load(pytester.path / "base.json").instructions
+    assert counts.per_run > 1000 and len(set(counts.counts)) == 1  # repeats agree exactly
+    assert same.ret == pytest.ExitCode.OK, same.stdout.str()
+    same.stdout.fnmatch_lines(["test_count.py::test_work * instr * same"])
+    assert slower.ret == pytest.ExitCode.TESTS_FAILED, slower.stdout.str()
+    slower.stdout.fnmatch_lines(["test_count.py::test_work * exact *REGRESSION"])

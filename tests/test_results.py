@@ -1,17 +1,22 @@
 """opbench.results: versioned JSON results files, exact round trips, strict loading."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
 import pickle
+import random
+import stat
 
 import pytest
 
 from conftest import strip_object_line
+import opbench
 from opbench import environment, errors, results
+from opbench.instructions import InstructionCounts
 from opbench.measurement import Measurement, TaskSpec
-from opbench.results import ResultsFileError, load, save
+from opbench.results import ResultsFileError, dumps, load, save
 
 ENV = {"hostname": "h", "cpu_count": 2}
 
@@ -24,7 +29,7 @@ def sample() -> list[Measurement]:
                     overhead=3.3e-8, clock="cuda-events",
                     info={"converged": True, "relative_ci": 0.0099, "stop_reason": "target"}),
         Measurement(1, [1.0, 2.0, 3.0], TaskSpec("f()", "pass")),
-        Measurement(7, [], TaskSpec("g()", "pass", label="empty")),
+        Measurement(7, [3e-6], TaskSpec("g()", "pass", label="one time")),
     ]
 
 
@@ -47,7 +52,7 @@ def test_round_trip_is_exact(tmp_path):
 def test_file_layout_holds_statistics_and_environment(tmp_path):
     path = save(sample()[1], tmp_path / "one.json")  # a single Measurement is fine
     doc = json.loads(path.read_text())
-    assert (doc["format"], doc["version"]) == ("opbench-results", 1)
+    assert (doc["format"], doc["version"]) == ("opbench-results", 2)
     assert doc["environment"]["cpu_count"] == os.cpu_count()
     (entry,) = doc["measurements"]
     assert entry["raw_times"] == [1.0, 2.0, 3.0]
@@ -97,7 +102,7 @@ def edit(tmp_path, change):
 
 
 def test_future_version_says_upgrade(tmp_path):
-    path = edit(tmp_path, lambda d: d.update(version=2))
+    path = edit(tmp_path, lambda d: d.update(version=results.VERSION + 1))
     with pytest.raises(ResultsFileError, match="newer opbench.*upgrade opbench"):
         load(path)
 
@@ -107,11 +112,24 @@ def test_future_version_says_upgrade(tmp_path):
     (lambda d: d.pop("measurements"), "measurements: missing"),
     (lambda d: d.update(version="1"), "version"),
     (lambda d: d["measurements"][1].pop("raw_times"), r"measurements\[1\]: missing keys"),
-    (lambda d: d["measurements"][1]["raw_times"].append("x"), r"measurements\[1\]\.raw_times"),
+    (lambda d: d["measurements"][1]["raw_times"].append("x"),
+     r"measurements\[1\] \(f\(\)\)\.raw_times"),
     (lambda d: d["measurements"][2]["task_spec"].pop("stmt"), r"task_spec\.stmt"),
     (lambda d: d["measurements"][0]["task_spec"].update(num_threads=0), "num_threads"),
     (lambda d: d["measurements"][0].update(number_per_run=True), "number_per_run"),
     (lambda d: d["measurements"][0].update(surprise=1), "unknown keys"),
+    # Values no Measurement can have: they used to load and crash later (ZeroDivisionError
+    # in significant_figures, ValueError/OverflowError in Compare).
+    (lambda d: d["measurements"][1].update(raw_times=[]), r"measurements\[1\] \(f\(\)\)\.raw_times: "
+                                                          "expected a non-empty"),
+    (lambda d: d["measurements"][1]["raw_times"].append(0.0), "finite positive numbers, got 0.0"),
+    (lambda d: d["measurements"][1]["raw_times"].append(-1e-6), "finite positive"),
+    (lambda d: d["measurements"][1]["raw_times"].append(float("nan")), "finite positive"),
+    (lambda d: d["measurements"][1]["raw_times"].append(float("inf")), "finite positive"),
+    (lambda d: d["measurements"][1].update(number_per_run=0), "number_per_run"),
+    (lambda d: d["measurements"][1].update(overhead=-1.0), "overhead"),
+    (lambda d: d["measurements"][1]["task_spec"].update(num_threads=10**9), "num_threads"),
+    (lambda d: d["measurements"][1]["task_spec"].update(name=3), r"task_spec\.name"),
 ])
 def test_malformed_files_fail_before_building_anything(tmp_path, monkeypatch, change, match):
     path = edit(tmp_path, change)
@@ -153,3 +171,133 @@ def test_dumps_loads_round_trip_and_name_the_source():
     assert back[0] == m and back.environment == {"host": "x"}
     with pytest.raises(ResultsFileError, match="^worker 3: truncated or corrupt JSON"):
         loads(dumps([m])[:-10], source="worker 3")
+
+
+def test_an_error_names_the_file_the_measurement_and_the_field(tmp_path):
+    path = edit(tmp_path, lambda d: d["measurements"][0]["raw_times"].append(0))
+    with pytest.raises(ResultsFileError) as e:
+        load(path)
+    # the file, the entry with its benchmark key, the field
+    assert str(e.value).startswith(f"{path}: measurements[0] (Sum | [3] | sum | 4 threads | "
+                                   "env=env1).raw_times: times must be finite positive")
+
+
+def _usable(loaded) -> None:
+    """What a user does with loaded results; none of it may raise."""
+    for m in loaded:
+        repr(m)
+        m.describe()
+        assert m.median > 0 and m.significant_figures >= 1
+    if len(loaded):
+        str(opbench.Compare(loaded))
+    for c in loaded.instructions:
+        assert c.per_run >= 0
+
+
+def _mutations(text: str, rng: random.Random):
+    """Byte flips, truncations and JSON-level type swaps of a valid file."""
+    raw = text.encode()
+    for _ in range(150):
+        data = bytearray(raw)
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        yield bytes(data)
+    for _ in range(60):
+        yield raw[:rng.randrange(len(raw))]
+    doc = json.loads(text)
+    replacements = [None, True, 0, -1, 1.5, float("nan"), float("inf"), "", "x", [], {}, [0], 10**30]
+
+    def paths(node, prefix=()):
+        yield prefix
+        children = node.items() if isinstance(node, dict) else enumerate(node) \
+            if isinstance(node, list) else ()
+        for k, v in children:
+            yield from paths(v, prefix + (k,))
+
+    every = [p for p in paths(doc) if p]
+    for _ in range(400):
+        mutated = json.loads(text)
+        where = rng.choice(every)
+        parent = mutated
+        for k in where[:-1]:
+            parent = parent[k]
+        parent[where[-1]] = rng.choice(replacements)
+        yield json.dumps(mutated).encode()
+
+
+def test_fuzzed_files_load_usable_or_raise_results_file_error(tmp_path):
+    items = [*sample(), InstructionCounts(100, (5000, 5010), TaskSpec("x + 1", "x = 1"),
+                                          baseline=1000)]
+    text = dumps(items, environment=ENV)
+    rng = random.Random(0)
+    outcomes = collections.Counter()
+    for data in _mutations(text, rng):
+        try:
+            loaded = results.loads(data, source="fuzzed")
+        except ResultsFileError:
+            outcomes["refused"] += 1
+            continue
+        _usable(loaded)
+        outcomes["loaded"] += 1
+    assert outcomes["refused"] > 100 and outcomes["loaded"] > 10, outcomes
+
+
+def test_files_get_the_umask_permissions_not_mkstemp_s(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = save(sample(), tmp_path / "r.json", environment=ENV)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644  # readable by a CI artifact server
+    os.chmod(path, 0o640)
+    save(sample(), path, environment=ENV)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640  # an existing file keeps its mode
+
+
+def test_saving_onto_a_directory_or_into_a_missing_one_is_refused(tmp_path):
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        save(sample(), tmp_path, environment=ENV)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        save(sample(), tmp_path / "missing" / "r.json", environment=ENV)
+    with pytest.raises(ResultsFileError, match="is a directory"):
+        load(tmp_path)
+
+
+def test_instruction_counts_round_trip(tmp_path):
+    c = InstructionCounts(100, (52_000, 52_010), TaskSpec("x + 1", "x = 1", name="add"),
+                          baseline=2_000, info={"denoised": True})
+    loaded = load(save([sample()[1], c], tmp_path / "r.json", environment=ENV))
+    assert loaded.instructions == [c] and loaded.instructions[0].info == {"denoised": True}
+    assert loaded.instructions[0].per_run == pytest.approx(500.05)
+    assert len(loaded) == 1
+
+
+def test_torch_measurements_are_saved_converted(tmp_path):
+    tb = pytest.importorskip("torch.utils.benchmark")
+    theirs = tb.Timer("x + 1", setup="x = 1", label="add").timeit(100)
+    (ours,) = load(save(theirs, tmp_path / "r.json", environment=ENV))
+    assert ours.raw_times == theirs.raw_times and ours.number_per_run == 100
+    assert ours.task_spec.label == "add" and ours.stmt == "x + 1"
+
+
+def test_two_statements_under_one_key_are_refused_naming_both(tmp_path):
+    import opbench.timer
+
+    a = opbench.Timer(lambda: 1).timeit(10)
+    b = opbench.Timer(lambda: 2).timeit(10)  # same module-qualified name, other line
+    assert a.task_spec.key == b.task_spec.key
+    with pytest.raises(errors.KeyCollisionError, match=r"(?s)share the benchmark key.*"
+                       r"test_results\.py:\d+\).* and .*test_results\.py:\d+\)"):
+        save([a, b], tmp_path / "r.json", environment=ENV)
+    assert not (tmp_path / "r.json").exists()
+    # replicates of one statement pool, as before
+    t = opbench.timer.Timer("x + 1", setup="x = 1")
+    save([t.timeit(10), t.timeit(10)], tmp_path / "r.json", environment=ENV)
+
+
+def test_merge_replaces_what_ran_and_keeps_the_rest():
+    old = sample()
+    rerun = Measurement(1, [9.0], TaskSpec("f()", "pass"))
+    merged = results.merge(old, [rerun])
+    assert [m.task_spec.key for m in merged] == [old[0].task_spec.key, "one time", "f()"]
+    assert merged[-1] is rerun

@@ -101,17 +101,3 @@ def test_summary_is_json_able():
     d = json.loads(json.dumps(s.to_dict(), allow_nan=False))
     assert d["ci_low"] is None and d["relative_ci"] is None and d["n"] == 3
     assert d["outliers"] == {"low": 0, "high": 0, "low_severe": 0, "high_severe": 0}
-
-
-def test_describe_extends_repr_which_stays_untouched():
-    m = measurement([1e-6 * (1 + (i % 7) / 100) for i in range(30)] + [5e-6])
-    before = repr(m)
-    text = stats.describe(m)
-    assert repr(m) == before
-    assert text.startswith(before + "\n")
-    extra = text[len(before) + 1:]
-    assert "Median 95% CI:" in extra and "order statistic" in extra
-    assert "Outliers (Tukey fences): 0 low, 1 high (1 severe) of 31" in extra
-    m.info.update(converged=False, stop_reason="plateau", target=0.01, relative_ci=0.03)
-    assert "NOT converged: relative CI 3.00%, target 1.00% (stopped on plateau)" in \
-        stats.describe(m)

@@ -1,6 +1,8 @@
 """Timer against torch.utils.benchmark.Timer with the same deterministic mock clock."""
 from __future__ import annotations
 
+import functools
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -12,6 +14,7 @@ import torch.utils.benchmark as tb
 
 import opbench
 from conftest import MockTimer, strip_object_line
+from opbench import Timer
 
 
 class OurMockTimer(opbench.Timer):
@@ -260,3 +263,53 @@ def test_profile_and_converge_delegate():
     assert any("sorted" in row.function for row in report.rows)
     m = OurMockTimer("us_stmt").converge(0.05, max_run_time=2.0)
     assert m.converged is True and m.info["stop_reason"]
+
+
+# -- opbench beyond torch: identity, the sampling protocol, pickling, the clock ------
+
+def test_benchmark_keys_follow_the_documented_rule():
+    def sort_v1():
+        pass
+
+    assert Timer("sorted(xs)", setup="xs = []").task_spec.key == "sorted(xs)"
+    assert Timer("sorted(xs)", label="sort", description="v1").task_spec.key == "sort | v1"
+    assert Timer("x", label="L", num_threads=4, env="A").task_spec.key == "L | 4 threads | env=A"
+    assert Timer(sort_v1).task_spec.key == f"{__name__}.test_benchmark_keys_follow_the_" \
+                                            "documented_rule.<locals>.sort_v1"
+    assert Timer(sort_v1, label="sort").task_spec.key == "sort"  # labels before the callable
+    assert Timer(sort_v1, name="sort", label="x").task_spec.key == "sort"  # name first
+    assert Timer(functools.partial(sort_v1)).task_spec.stmt == "partial(sort_v1)()"
+    assert "0x" not in Timer(functools.partial(print, object())).task_spec.key
+    with pytest.raises(ValueError, match="name must be a non-empty string"):
+        Timer("pass", name=" ")
+
+
+def test_timers_pickle_through_their_arguments():
+    t = Timer("x + y", setup="y = 2", globals={"x": 1}, label="L", num_threads=2, name="add")
+    clone = pickle.loads(pickle.dumps(t))
+    assert clone.kwargs == t.kwargs and clone.task_spec == t.task_spec
+    assert clone.timeit(10).number_per_run == 10
+    assert Timer(**t.kwargs).task_spec == t.task_spec
+
+
+def test_the_sampling_protocol_is_what_custom_stopping_rules_need():
+    t = Timer("sum(range(10))")
+    number = t.block_size(0.01)
+    times = [t.run(number) for _ in range(3)]
+    m = t.measurement(number, times)
+    assert (m.number_per_run, m.raw_times, m.task_spec) == (number, times, t.task_spec)
+    with pytest.raises(ValueError, match="number must be a positive int"):
+        t.run(0)
+
+
+def test_opbench_timer_is_the_module_and_still_reads_the_clock():
+    import importlib
+
+    import opbench.timer as module
+
+    assert importlib.import_module("opbench.timer") is module and module.Timer is Timer
+    assert isinstance(module(), float)  # torch code calls benchmark.timer()
+    assert module.default_timer() <= module()
+    # `timer=benchmark.timer`, as torch code writes it, is the default clock
+    assert Timer("pass", timer=module).kwargs["timer"] is module
+    assert Timer("pass", timer=module).timeit(10).median > 0

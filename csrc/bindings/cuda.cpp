@@ -1,37 +1,51 @@
 // Bindings for CUDA device timing: events, timing loops bracketed by events,
-// the cold-L2 flush buffer and clock readings.
+// the cold-L2 flush buffer, clock and throttle readings.
 //
 // The driver is reached through detail/cuda_driver.h's tables, loaded on first
 // use, so this file compiles without CUDA and `import opbench` works on any
-// machine; only constructing a CudaContext needs a GPU.
+// machine; only constructing a CudaContext needs a GPU. Tests point the loader
+// at a fake driver library of their own (tests/fake_cuda/); nothing of it is here.
 //
 // Launch hold: a statement whose host-side launch takes longer than its kernel
 // leaves the GPU idle between launches, and events around a block of calls
 // would then time the host. Like nvbench's blocking kernel, each block is
 // queued behind a cuStreamWaitValue32 on a host-mapped flag that the loop
 // writes only once the whole block is queued, so the GPU runs it back to back.
-// A statement that waits for the GPU inside the block (.item(), a synchronize)
-// would deadlock against the hold, so a watchdog thread releases the flag when
-// the loop makes no progress; the run is then repeated without the hold and a
-// warning says why.
+// What the hardware does to that scheme, and what this file does about it:
+//   * A launch queue holds on the order of a thousand commands; a host that
+//     queues more behind the hold blocks in the launch. Held blocks are kept to
+//     a few dozen commands (kHeldCommands), and a stall teaches a smaller block
+//     for the device, for every later Context of this process.
+//   * Anything that waits for the GPU inside a call (a synchronize, .item(), and
+//     since CUDA 12.2 the lazy loading of a kernel on its first launch) cannot
+//     finish behind the hold. Callers run a statement's first call unheld
+//     (run(..., hold=false)); a watchdog thread releases the flag when the loop
+//     makes no progress, the block is retried once held, and only then is the
+//     hold switched off, with a warning saying why.
+// Every call into the driver runs with this device's primary context pushed and
+// popped around it (Current), so the caller's current context (torch's current
+// device) is left as it was.
 #include <Python.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <pybind11/stl.h>
 
 #include "bindings/registry.h"
 #include "detail/cuda_driver.h"
-#include "detail/cuda_fake.h"
+#include "detail/interrupt.h"
 #include "detail/pycall.h"
 #include "opbench/clock.h"
 
@@ -46,7 +60,6 @@ struct DriverSource {
   std::string libcuda = "libcuda.so.1";
   std::string libnvml = "libnvidia-ml.so.1";
   std::shared_ptr<Driver> current;  // null until first use (or after a switch)
-  bool fake = false;
 };
 
 DriverSource& source() {
@@ -62,16 +75,22 @@ std::shared_ptr<Driver> current_driver() {
   return s.current;
 }
 
+void warn_hold_lost(const std::string& why) {
+  // Through opbench.errors.warn, so the warning is also kept on the Measurement.
+  py::module_ errors = py::module_::import("opbench.errors");
+  errors.attr("warn")(errors.attr("LaunchHoldWarning"),
+                      "opbench.cuda: launch hold switched off: " + why +
+                          ". Timing continues without the hold, so launch gaps between calls count as device time");
+}
+
 // --- the launch-hold watchdog ----------------------------------------------
 
 // Releases a held stream if the timing loop stops making progress, which only
-// happens when the statement waits for work queued behind the hold.
+// happens when the statement waits for work queued behind the hold. One thread
+// per Context, armed for each held block.
 class Watchdog {
  public:
-  Watchdog(std::uint32_t* flag, double timeout_s)
-      : flag_(flag), timeout_ns_(static_cast<std::int64_t>(timeout_s * 1e9)) {
-    if (flag_ != nullptr) thread_ = std::thread([this] { watch(); });
-  }
+  explicit Watchdog(std::uint32_t* flag) : flag_(flag), thread_([this] { watch(); }) {}
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
   ~Watchdog() {
@@ -80,12 +99,20 @@ class Watchdog {
       done_ = true;
     }
     cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    thread_.join();
   }
-  void arm(std::uint32_t value) {
-    value_.store(value);
-    progress();
-    armed_.store(true);
+  void arm(std::uint32_t value, double timeout_s) {
+    {
+      // Under the lock: the watcher checks `armed_` under it before sleeping
+      // untimed, so this wake-up cannot fall between its check and its wait.
+      std::lock_guard<std::mutex> lk(m_);
+      timeout_ns_.store(static_cast<std::int64_t>(timeout_s * 1e9));
+      value_.store(value);
+      fired_.store(false);
+      progress();
+      armed_.store(true);
+    }
+    cv_.notify_all();
   }
   void disarm() { armed_.store(false); }
   void progress() { last_ns_.store(opbench::now_ns()); }
@@ -94,11 +121,15 @@ class Watchdog {
  private:
   void watch() {
     std::unique_lock<std::mutex> lk(m_);
-    const auto poll = std::chrono::nanoseconds(std::max<std::int64_t>(timeout_ns_ / 4, 1000000));
     while (!done_) {
+      if (!armed_.load()) {  // idle between blocks: sleep until armed
+        cv_.wait(lk, [this] { return done_ || armed_.load(); });
+        continue;
+      }
+      const auto poll = std::chrono::nanoseconds(std::max<std::int64_t>(timeout_ns_.load() / 4, 1000000));
       cv_.wait_for(lk, poll);
       if (done_ || !armed_.load()) continue;
-      if (opbench::now_ns() - last_ns_.load() >= timeout_ns_) {
+      if (opbench::now_ns() - last_ns_.load() >= timeout_ns_.load()) {
         __atomic_store_n(flag_, value_.load(), __ATOMIC_RELEASE);
         fired_.store(true);
         armed_.store(false);
@@ -107,7 +138,7 @@ class Watchdog {
   }
 
   std::uint32_t* flag_;
-  std::int64_t timeout_ns_;
+  std::atomic<std::int64_t> timeout_ns_{2'000'000'000};
   std::atomic<std::uint32_t> value_{0};
   std::atomic<std::int64_t> last_ns_{0};
   std::atomic<bool> armed_{false}, fired_{false};
@@ -117,20 +148,54 @@ class Watchdog {
   std::thread thread_;
 };
 
-// The watchdog released a hold. `calls_queued`: calls that returned before
-// the stall. None means the statement itself waits for the GPU; some means
-// the launch queue filled up, and a smaller block fits.
-struct HoldTimedOut {
-  long long calls_queued;
+// The watchdog released a held block. `calls_returned`: calls of the block
+// that had returned before the stall. Some: the launch queue filled up, and a
+// smaller block fits. None: the statement waits for the GPU inside a call.
+struct Stall {
+  long long calls_returned;
+};
+
+// One NVML reading taken while a block ran: what the GPU's clocks were under load.
+struct ClockSample {
+  unsigned sm_mhz, mem_mhz;
+  long long reasons;  // NVML clocks-event reasons; -1 when this NVML cannot say
+  long long windows;  // timed windows of the block it was taken in
 };
 
 // --- the context ------------------------------------------------------------
+
+// Most calls one held block queues, and the commands it may put in the launch
+// queue: nvbench keeps held launches to a few dozen; a real queue takes about
+// a thousand. The statement's own commands are unknown, so count one per call.
+constexpr long long kMaxHeldCalls = 32;
+constexpr long long kHeldCommands = 96;
+// Unheld per-call windows are timed in blocks of this many (the event pool).
+constexpr long long kUnheldPerCallBlock = 256;
+// Events recorded back to back to find the timestamp quantum, and rounds of them.
+constexpr std::size_t kQuantumProbe = 32;
+constexpr int kQuantumRounds = 8;
 
 // One device's primary context (the one the CUDA runtime, hence torch, uses),
 // retained for the object's lifetime, plus the reusable timing resources:
 // an event pool, the L2 flush buffer and the hold flag.
 class Context {
  public:
+  // The context pushed for the lifetime of the object; the caller's own current
+  // context (torch's current device) is current again afterwards.
+  class Current {
+   public:
+    explicit Current(const Context& c) : d_(*c.d_) { d_.check(d_.cu.cuCtxPushCurrent(c.ctx_), "cuCtxPushCurrent"); }
+    Current(const Current&) = delete;
+    Current& operator=(const Current&) = delete;
+    ~Current() {
+      CUcontext popped = nullptr;
+      d_.cu.cuCtxPopCurrent(&popped);
+    }
+
+   private:
+    const Driver& d_;
+  };
+
   explicit Context(int ordinal) : d_(current_driver()), ordinal_(ordinal) {
     const CudaTable& cu = d_->cu;
     const CUresult init = cu.cuInit(0);
@@ -148,8 +213,8 @@ class Context {
                       "cuDeviceGet", CUDA_ERROR_INVALID_DEVICE);
     d_->check(cu.cuDeviceGet(&dev_, ordinal), "cuDeviceGet");
     d_->check(cu.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
-    make_current();
     hold_ = cu.cuStreamWaitValue32 && cu.cuMemHostAlloc && cu.cuMemHostGetDevicePointer && cu.cuMemFreeHost;
+    if (!hold_) disable_hold("this driver lacks cuStreamWaitValue32 (stream memory operations)", true);
   }
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -158,20 +223,22 @@ class Context {
   // shutting down, and a leaked event is better than an abort.
   ~Context() {
     const CudaTable& cu = d_->cu;
-    cu.cuCtxSetCurrent(ctx_);
+    dog_.reset();  // before the flag it writes goes away
+    const bool pushed = cu.cuCtxPushCurrent(ctx_) == CUDA_SUCCESS;
     for (CUevent e : events_) cu.cuEventDestroy(e);
     if (flush_buf_) cu.cuMemFree(flush_buf_);
     if (flag_host_) cu.cuMemFreeHost(flag_host_);
+    if (pushed) {
+      CUcontext popped = nullptr;
+      cu.cuCtxPopCurrent(&popped);
+    }
     cu.cuDevicePrimaryCtxRelease(dev_);
   }
 
   const Driver& driver() const { return *d_; }
-  // The primary context must be current on the calling thread; torch makes it
-  // current lazily, and only on threads that touched CUDA.
-  void make_current() const { d_->check(d_->cu.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
 
   py::dict info() {
-    make_current();
+    Current current(*this);
     const CudaTable& cu = d_->cu;
     char name[256] = {0};
     char bus[64] = {0};
@@ -189,9 +256,16 @@ class Context {
     out["l2_cache_bytes"] = l2;
     out["cuda_driver_version"] = version;
     out["driver_version"] = py::none();
+    out["module_loading"] = module_loading();
+    out["sm_clock_max_mhz"] = py::none();
+    out["mem_clock_max_mhz"] = py::none();
     if (nvml_ready()) {
       char v[96] = {0};
       if (d_->nvml.nvmlSystemGetDriverVersion(v, sizeof v) == NVML_SUCCESS) out["driver_version"] = std::string(v);
+      unsigned sm = 0, mem = 0;
+      if (d_->nvml.nvmlDeviceGetMaxClockInfo(nvml_dev_, NVML_CLOCK_SM, &sm) == NVML_SUCCESS) out["sm_clock_max_mhz"] = sm;
+      if (d_->nvml.nvmlDeviceGetMaxClockInfo(nvml_dev_, NVML_CLOCK_MEM, &mem) == NVML_SUCCESS)
+        out["mem_clock_max_mhz"] = mem;
     }
     out["driver"] = d_->origin;
     return out;
@@ -199,24 +273,26 @@ class Context {
 
   /// (SM MHz, memory MHz) now, or None when NVML cannot say (see clock_problem).
   py::object clocks() {
-    if (!nvml_ready()) return py::none();
-    unsigned sm = 0;
-    unsigned mem = 0;
-    const nvmlReturn_t a = d_->nvml.nvmlDeviceGetClockInfo(nvml_dev_, NVML_CLOCK_SM, &sm);
-    const nvmlReturn_t b = d_->nvml.nvmlDeviceGetClockInfo(nvml_dev_, NVML_CLOCK_MEM, &mem);
-    if (a != NVML_SUCCESS || b != NVML_SUCCESS) {
-      clock_problem_ = std::string("nvmlDeviceGetClockInfo failed: ") +
-                       d_->nvml.nvmlErrorString(a != NVML_SUCCESS ? a : b);
-      return py::none();
-    }
+    unsigned sm = 0, mem = 0;
+    if (!read_clocks(sm, mem)) return py::none();
     return py::make_tuple(sm, mem);
   }
   std::string clock_problem() const { return clock_problem_; }
 
+  /// The readings taken while blocks ran since the last call, as
+  /// (SM MHz, memory MHz, NVML reasons or -1, timed windows of the block).
+  std::vector<std::tuple<unsigned, unsigned, long long, long long>> take_clock_samples() {
+    std::vector<std::tuple<unsigned, unsigned, long long, long long>> out;
+    out.reserve(samples_.size());
+    for (const ClockSample& s : samples_) out.emplace_back(s.sm_mhz, s.mem_mhz, s.reasons, s.windows);
+    samples_.clear();
+    return out;
+  }
+
   /// Allocates the cold-cache flush buffer once; resizing frees the old one.
   void set_flush_bytes(std::size_t bytes) {
     if (bytes == flush_bytes_) return;
-    make_current();
+    Current current(*this);
     if (flush_buf_) {
       d_->check(d_->cu.cuMemFree(flush_buf_), "cuMemFree");
       flush_buf_ = 0;
@@ -228,53 +304,73 @@ class Context {
   }
   std::size_t flush_bytes() const { return flush_bytes_; }
 
+  /// The smallest step between event timestamps on this device, in seconds
+  /// (None when no step was seen): measured once per device and process.
+  py::object event_quantum(std::uintptr_t stream) {
+    DeviceMemo& m = memo();
+    if (!m.quantum_measured) {
+      m.event_quantum_s = measure_quantum(reinterpret_cast<CUstream>(stream));
+      m.quantum_measured = true;
+    }
+    return m.event_quantum_s > 0 ? py::object(py::float_(m.event_quantum_s)) : py::object(py::none());
+  }
+
   /// Device seconds, one entry per timed window: per call (per_call) or per
   /// block of calls. Cold-cache flushes (flush) go before each call's window.
-  std::vector<double> run(py::handle fn, long long number, std::uintptr_t stream, bool per_call, bool flush) {
+  /// hold=false runs unheld whatever the Context's setting (a first call).
+  std::vector<double> run(py::handle fn, long long number, std::uintptr_t stream, bool per_call, bool flush,
+                          bool hold) {
     if (number < 0) throw py::value_error("number must be >= 0, got " + std::to_string(number));
     if (flush && !per_call) throw py::value_error("a cold-L2 flush needs per-call windows (per_call=True)");
     if (flush && flush_bytes_ == 0) throw py::value_error("no flush buffer: call set_flush_bytes(n) first");
     const opbench::detail::NoArgCall call(fn);
-    make_current();
+    Current current(*this);
     const auto s = reinterpret_cast<CUstream>(stream);
-    for (;;) {
+    std::vector<double> out;
+    out.reserve(static_cast<std::size_t>(per_call ? number : 1));
+    // Ctrl-C stops the loop within milliseconds as KeyboardInterrupt.
+    opbench::detail::SignalPoll poll;
+    long long done = 0;
+    while (done < number) {
+      const bool held = hold && hold_ && ensure_flag();
+      const long long block = held ? held_calls(per_call, flush) : per_call ? kUnheldPerCallBlock : number;
+      const long long n = std::min(block, number - done);
       try {
-        return run_once(call, number, s, per_call, flush);
-      } catch (const HoldTimedOut& stall) {
-        if (stall.calls_queued > 0) {
-          hold_chunk = std::max(1LL, stall.calls_queued / 2);
-          continue;
-        }
-        hold_ = false;
-        // The run's windows are invalid (they include the stall); repeat it unheld.
-        // Through opbench.errors.warn, so the warning is also kept on the Measurement.
-        py::module_ errors = py::module_::import("opbench.errors");
-        errors.attr("warn")(errors.attr("LaunchHoldWarning"),
-                            "opbench.cuda: the statement waited for the GPU while its launches were held "
-                            "back (it synchronizes, e.g. .item(), .cpu() or torch.cuda.synchronize(), or "
-                            "queues more work than the launch queue holds); timing continues without the "
-                            "hold, so launch gaps between calls count as device time");
+        run_block(call, n, s, per_call, flush, held, poll, out);
+        done += n;  // blocks already measured are kept whatever happens later
+      } catch (const Stall& stall) {
+        after_stall(stall, n);
       }
     }
+    return out;
   }
 
   bool hold_enabled() const { return hold_; }
   void set_hold(bool on) {
-    if (on && !(d_->cu.cuStreamWaitValue32 && d_->cu.cuMemHostAlloc))
-      throw py::value_error("this driver lacks cuStreamWaitValue32: launches cannot be held");
+    if (on && !hold_available_) throw py::value_error("launches cannot be held: " + hold_problem_);
+    if (on) empty_stalls_ = 0;
     hold_ = on;
+    hold_problem_ = on ? "" : "switched off by the caller (launch_hold=False)";
   }
-  // Calls queued behind one hold: a real launch queue takes on the order of a
-  // thousand launches, and a fill-up stall halves this (see run()).
-  long long hold_chunk = 256;
-  double watchdog_s = 2.0;     // no progress for this long means the statement waits on the hold
+  /// Why the hold is off ("" while it is on).
+  std::string hold_problem() const { return hold_ ? "" : hold_problem_; }
+
+  /// Calls per held block (events mode); setting it caps blocks on this device.
+  long long hold_chunk() { return held_calls(false, false); }
+  void set_hold_chunk(long long calls) {
+    if (calls < 1) throw py::value_error("hold_chunk must be >= 1, got " + std::to_string(calls));
+    memo().hold_calls = calls;
+  }
+  double watchdog_s = 2.0;  // no progress for this long means the statement waits on the hold
 
   CUevent new_event() {
-    make_current();
+    Current current(*this);
     CUevent e = nullptr;
     d_->check(d_->cu.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
     return e;
   }
+
+  void record(CUevent e, CUstream s) const { d_->check(d_->cu.cuEventRecord(e, s), "cuEventRecord"); }
 
   /// Waits for `e`, with the GIL released. A fault in work queued before it
   /// (the statement's kernels) is reported here, so the message says so.
@@ -286,7 +382,7 @@ class Context {
     }
     if (r != CUDA_SUCCESS)
       throw CudaError(std::string("cuEventSynchronize failed: ") + d_->describe(r) + " (raised by GPU work " +
-                          what + ")",
+                          what + ")" + Driver::sticky_note(r),
                       "cuEventSynchronize", r);
   }
 
@@ -297,6 +393,24 @@ class Context {
   }
 
  private:
+  DeviceMemo& memo() { return d_->memo[ordinal_]; }
+
+  long long held_calls(bool per_call, bool flush) {
+    const long long own = (per_call ? 2 : 0) + (flush ? 1 : 0);
+    long long n = std::min(kMaxHeldCalls, kHeldCommands / (own + 1));
+    if (memo().hold_calls > 0) n = std::min(n, memo().hold_calls);
+    return std::max(1LL, n);
+  }
+
+  py::object module_loading() const {
+    if (d_->cu.cuModuleGetLoadingMode == nullptr) return py::none();
+    int mode = 0;
+    if (d_->cu.cuModuleGetLoadingMode(&mode) != CUDA_SUCCESS) return py::none();
+    if (mode == CU_MODULE_LAZY_LOADING) return py::str("lazy");
+    if (mode == CU_MODULE_EAGER_LOADING) return py::str("eager");
+    return py::str("unknown (" + std::to_string(mode) + ")");
+  }
+
   bool nvml_ready() {
     if (nvml_dev_ != nullptr) return true;
     if (!d_->has_nvml) {
@@ -323,97 +437,181 @@ class Context {
     return true;
   }
 
+  bool read_clocks(unsigned& sm, unsigned& mem) {
+    if (!nvml_ready()) return false;
+    const nvmlReturn_t a = d_->nvml.nvmlDeviceGetClockInfo(nvml_dev_, NVML_CLOCK_SM, &sm);
+    const nvmlReturn_t b = d_->nvml.nvmlDeviceGetClockInfo(nvml_dev_, NVML_CLOCK_MEM, &mem);
+    if (a != NVML_SUCCESS || b != NVML_SUCCESS) {
+      clock_problem_ = std::string("nvmlDeviceGetClockInfo failed: ") +
+                       d_->nvml.nvmlErrorString(a != NVML_SUCCESS ? a : b);
+      return false;
+    }
+    return true;
+  }
+
+  // Called with a block released and not yet waited for: the GPU is running it,
+  // so this is the clock under load (an idle GPU reads a few hundred MHz).
+  void sample_clocks(long long windows) {
+    ClockSample s{0, 0, -1, windows};
+    if (!read_clocks(s.sm_mhz, s.mem_mhz)) return;
+    unsigned long long reasons = 0;
+    if (d_->nvml.nvmlDeviceGetCurrentClocksEventReasons &&
+        d_->nvml.nvmlDeviceGetCurrentClocksEventReasons(nvml_dev_, &reasons) == NVML_SUCCESS)
+      s.reasons = static_cast<long long>(reasons);
+    if (samples_.size() < 100000) samples_.push_back(s);
+  }
+
   void ensure_events(std::size_t n) {
     while (events_.size() < n) events_.push_back(new_event());
   }
 
-  // The pinned, device-mapped word a held stream waits on. Written by the
-  // host only; the sequence number only grows, so a wait already queued can
-  // never be stranded by a later write.
+  // `for_good`: this device or driver cannot hold at all (set_hold(true) refuses).
+  void disable_hold(std::string why, bool for_good = false) {
+    hold_ = false;
+    hold_problem_ = std::move(why);
+    if (for_good) hold_available_ = false;
+  }
+
+  // The pinned, device-mapped word a held stream waits on, and the watchdog
+  // that writes it. Written by the host only; the sequence number only grows,
+  // so a wait already queued can never be stranded by a later write.
   bool ensure_flag() {
     if (flag_host_) return true;
+    const CudaTable& cu = d_->cu;
     void* p = nullptr;
-    if (d_->cu.cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS)
-      return false;
+    CUresult r = cu.cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
     CUdeviceptr dp = 0;
-    if (d_->cu.cuMemHostGetDevicePointer(&dp, p, 0) != CUDA_SUCCESS) {
-      d_->cu.cuMemFreeHost(p);
+    if (r == CUDA_SUCCESS) {
+      r = cu.cuMemHostGetDevicePointer(&dp, p, 0);
+      if (r != CUDA_SUCCESS) cu.cuMemFreeHost(p);
+    }
+    if (r == CUDA_ERROR_NOT_SUPPORTED) {
+      disable_hold("mapped pinned memory for the hold flag is not supported here (" + d_->describe(r) + ")", true);
       return false;
     }
+    d_->check(r, "cuMemHostAlloc (launch hold flag)");
     flag_host_ = static_cast<std::uint32_t*>(p);
     __atomic_store_n(flag_host_, 0u, __ATOMIC_RELEASE);
     flag_dev_ = dp;
+    dog_ = std::make_unique<Watchdog>(flag_host_);
     return true;
   }
 
-  // Queues a wait for the next sequence number; false (hold turned off) when
-  // the device refuses stream memory operations.
+  // Queues a wait for the next sequence number. Only "not supported" turns the
+  // hold off (with the reason kept); any other error, sticky ones included, is
+  // the caller's to see.
   bool hold_stream(CUstream s) {
-    if (!ensure_flag() ||
-        d_->cu.cuStreamWaitValue32(s, flag_dev_, seq_ + 1, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
-      hold_ = false;
+    const CUresult r = d_->cu.cuStreamWaitValue32(s, flag_dev_, seq_ + 1, CU_STREAM_WAIT_VALUE_GEQ);
+    if (r == CUDA_ERROR_NOT_SUPPORTED) {
+      disable_hold("cuStreamWaitValue32 returned " + d_->describe(r) +
+                   ": this GPU or driver cannot hold a stream (stream memory operations are off)",
+                   true);
       return false;
     }
+    d_->check(r, "cuStreamWaitValue32 (launch hold)");
     ++seq_;
     return true;
   }
 
   void release_stream() { __atomic_store_n(flag_host_, seq_, __ATOMIC_RELEASE); }
 
-  std::vector<double> run_once(const opbench::detail::NoArgCall& call, long long number, CUstream s,
-                               bool per_call, bool flush) {
+  // Whatever leaves a held block (a Python exception, Ctrl-C, a CUDA error, a
+  // stall) must not leave the stream held, or everything later on it hangs.
+  struct Release {
+    Context* c;
+    bool* held;
+    ~Release() {
+      if (*held) c->release_stream();
+      if (c->dog_) c->dog_->disarm();
+    }
+  };
+
+  // One block of n calls, behind one hold when `held`; appends its windows.
+  void run_block(const opbench::detail::NoArgCall& call, long long n, CUstream s, bool per_call, bool flush,
+                 bool held, opbench::detail::SignalPoll& poll, std::vector<double>& out) {
     const CudaTable& cu = d_->cu;
-    if (per_call && number == 0) return {};
-    if (hold_ && !ensure_flag()) hold_ = false;
-    const bool hold = hold_ && hold_chunk > 0;
-    const long long chunk_calls = per_call ? std::min<long long>(hold ? hold_chunk : 256, std::max(number, 1LL))
-                                           : (hold ? hold_chunk : std::max(number, 1LL));
-    ensure_events(per_call ? 2 * static_cast<std::size_t>(chunk_calls) : 2);
-    std::vector<double> out;
-    Watchdog dog(hold ? flag_host_ : nullptr, watchdog_s);
-    long long done = 0;
-    do {
-      const long long n = std::min(chunk_calls, number - done);
-      bool held = hold && hold_ && hold_stream(s);
-      // Whatever leaves this block (a Python exception, a CUDA error) must not
-      // leave the stream held, or everything later on it would hang.
-      struct Release {
-        Context* c;
-        Watchdog* dog;
-        bool* held;
-        ~Release() {
-          if (*held) c->release_stream();
-          dog->disarm();
-        }
-      } release{this, &dog, &held};
-      if (held) dog.arm(seq_);
-      if (!per_call) d_->check(cu.cuEventRecord(events_[0], s), "cuEventRecord");
-      for (long long i = 0; i < n; ++i) {
-        if (flush) {
-          const auto fill = static_cast<unsigned char>(flush_count_++ & 1);
-          d_->check(cu.cuMemsetD8Async(flush_buf_, fill, flush_bytes_, s), "cuMemsetD8Async (L2 flush)");
-        }
-        if (per_call) d_->check(cu.cuEventRecord(events_[2 * i], s), "cuEventRecord");
-        call();
-        if (per_call) d_->check(cu.cuEventRecord(events_[2 * i + 1], s), "cuEventRecord");
-        if (held) {
-          if (dog.fired()) throw HoldTimedOut{i};
-          dog.progress();
-        }
+    ensure_events(per_call ? 2 * static_cast<std::size_t>(n) : 2);
+    held = held && hold_stream(s);
+    const bool was_held = held;
+    Release release{this, &held};
+    if (held) dog_->arm(seq_, watchdog_s);
+    if (!per_call) record(events_[0], s);
+    for (long long i = 0; i < n; ++i) {
+      if (flush) {
+        const auto fill = static_cast<unsigned char>(flush_count_++ & 1);
+        d_->check(cu.cuMemsetD8Async(flush_buf_, fill, flush_bytes_, s), "cuMemsetD8Async (L2 flush)");
       }
-      if (!per_call) d_->check(cu.cuEventRecord(events_[1], s), "cuEventRecord");
+      if (per_call) record(events_[2 * i], s);
+      call();
+      if (per_call) record(events_[2 * i + 1], s);
       if (held) {
-        release_stream();
-        dog.disarm();
-        held = false;
+        if (dog_->fired()) throw Stall{i};
+        dog_->progress();
       }
-      const std::size_t windows = per_call ? static_cast<std::size_t>(n) : 1;
-      wait(events_[2 * windows - 1], "queued in the timed region");
-      if (dog.fired()) throw HoldTimedOut{n};
-      for (std::size_t w = 0; w < windows; ++w) out.push_back(elapsed_s(events_[2 * w], events_[2 * w + 1]));
-      done += n;
-    } while (done < number);
-    return out;
+      poll.tick();
+    }
+    if (!per_call) record(events_[1], s);
+    if (held) {
+      release_stream();
+      dog_->disarm();
+      held = false;
+    }
+    const std::size_t windows = per_call ? static_cast<std::size_t>(n) : 1;
+    sample_clocks(static_cast<long long>(windows));
+    wait(events_[2 * windows - 1], "queued in the timed region");
+    if (was_held && dog_->fired()) throw Stall{n};
+    for (std::size_t w = 0; w < windows; ++w) out.push_back(elapsed_s(events_[2 * w], events_[2 * w + 1]));
+  }
+
+  // A held block stalled; its windows are void (they include the stall). Redo
+  // it smaller when some calls fit; when none did, retry once held (the first
+  // held block after a warm-up may still be loading), then give the hold up.
+  void after_stall(const Stall& stall, long long block) {
+    if (stall.calls_returned > 0 && block > 1) {
+      memo().hold_calls = std::max(1LL, std::min(block - 1, stall.calls_returned / 2));
+      return;
+    }
+    if (++empty_stalls_ == 1) return;
+    char timeout[32];
+    std::snprintf(timeout, sizeof timeout, "%g", watchdog_s);
+    const std::string why =
+        std::string("twice, the statement did not return within ") + timeout +
+        " s while its launches were held back (after a first call run unheld): it waits for the GPU inside a "
+        "call (a synchronize, .item(), .cpu(), a blocking copy, or code still being loaded or compiled after "
+        "its first call), or one call queues more work than the launch queue holds";
+    disable_hold(why);
+    warn_hold_lost(why);
+  }
+
+  // Back to back behind the hold, events land closer together than the
+  // timer's step, so the smallest nonzero difference between their timestamps
+  // is that step. A round may fit between two ticks (no difference at all), so
+  // up to kQuantumRounds rounds, each starting at another moment. The probe
+  // runs no statement, so it may hold even when timing may not.
+  double measure_quantum(CUstream s) {
+    Current current(*this);
+    ensure_events(kQuantumProbe);
+    for (int round = 0; round < kQuantumRounds; ++round) {
+      bool held = hold_available_ && ensure_flag() && hold_stream(s);
+      const bool was_held = held;
+      {
+        Release release{this, &held};
+        if (held) dog_->arm(seq_, watchdog_s);
+        for (std::size_t i = 0; i < kQuantumProbe; ++i) record(events_[i], s);
+      }
+      wait(events_[kQuantumProbe - 1], "queued before opbench's event-quantum probe");
+      if (was_held && dog_->fired()) return 0;  // a launch queue this short: leave it unknown
+      std::vector<double> t;
+      for (std::size_t i = 0; i < kQuantumProbe; ++i) t.push_back(elapsed_s(events_[0], events_[i]));
+      std::sort(t.begin(), t.end());
+      double q = 0;
+      for (std::size_t i = 1; i < t.size(); ++i) {
+        const double step = t[i] - t[i - 1];
+        if (step > 1e-10 && (q == 0 || step < q)) q = step;
+      }
+      if (q > 0) return std::round(q * 1e10) * 1e-10;  // float milliseconds: keep 0.1 ns
+    }
+    return 0;
   }
 
   std::shared_ptr<Driver> d_;
@@ -425,11 +623,16 @@ class Context {
   std::size_t flush_bytes_ = 0;
   unsigned long long flush_count_ = 0;
   bool hold_ = false;
+  bool hold_available_ = true;
+  std::string hold_problem_;
+  int empty_stalls_ = 0;
   std::uint32_t* flag_host_ = nullptr;
   CUdeviceptr flag_dev_ = 0;
   std::uint32_t seq_ = 0;
+  std::unique_ptr<Watchdog> dog_;
   nvmlDevice_t nvml_dev_ = nullptr;
   std::string clock_problem_;
+  std::vector<ClockSample> samples_;
 };
 
 // A CUDA event on a context, for user code that brackets its own regions.
@@ -441,9 +644,8 @@ class Event {
   ~Event() { ctx_->driver().cu.cuEventDestroy(e_); }
 
   void record(std::uintptr_t stream) {
-    ctx_->make_current();
-    ctx_->driver().check(ctx_->driver().cu.cuEventRecord(e_, reinterpret_cast<CUstream>(stream)),
-                         "cuEventRecord");
+    Context::Current current(*ctx_);
+    ctx_->record(e_, reinterpret_cast<CUstream>(stream));
     recorded_ = true;
   }
   void synchronize() {
@@ -473,31 +675,6 @@ class Event {
   bool recorded_ = false;
 };
 
-fake::Config fake_config(const py::dict& d) {
-  fake::Config c;
-  for (auto item : d) {
-    const auto key = item.first.cast<std::string>();
-    const py::handle v = item.second;
-    if (key == "device_count") c.device_count = v.cast<int>();
-    else if (key == "name") c.name = v.cast<std::string>();
-    else if (key == "l2_bytes") c.l2_bytes = v.cast<int>();
-    else if (key == "driver_version") c.driver_version = v.cast<int>();
-    else if (key == "nvml") c.nvml = v.cast<bool>();
-    else if (key == "nvml_driver_version") c.nvml_driver_version = v.cast<std::string>();
-    else if (key == "sm_clocks") c.sm_clocks = v.cast<std::vector<unsigned>>();
-    else if (key == "mem_clocks") c.mem_clocks = v.cast<std::vector<unsigned>>();
-    else if (key == "memset_bytes_per_ms") c.memset_bytes_per_ms = v.cast<double>();
-    else if (key == "stream_mem_ops") c.stream_mem_ops = v.cast<bool>();
-    else if (key == "queue_depth") c.queue_depth = v.cast<long>();
-    else
-      throw py::value_error("unknown fake driver option '" + key +
-                            "'; valid: device_count, name, l2_bytes, driver_version, nvml, "
-                            "nvml_driver_version, sm_clocks, mem_clocks, memset_bytes_per_ms, stream_mem_ops, "
-                            "queue_depth");
-  }
-  return c;
-}
-
 PyObject* cuda_error_type = nullptr;
 
 }  // namespace
@@ -522,20 +699,28 @@ OPBENCH_BINDINGS(cuda) {
   py::class_<Context, std::shared_ptr<Context>>(m, "CudaContext",
                                                 "The primary CUDA context of one device, with timing resources.")
       .def(py::init<int>(), py::arg("device") = 0)
-      .def("info", &Context::info, "Device name, index, L2 size, driver versions.")
+      .def("info", &Context::info, "Device name, index, L2 size, driver versions, loading mode, maximum clocks.")
       .def("clocks", &Context::clocks, "(SM MHz, memory MHz) from NVML now, or None.")
+      .def("take_clock_samples", &Context::take_clock_samples,
+           "NVML readings taken while blocks ran since the last call: (SM MHz, memory MHz, reasons or -1, "
+           "windows).")
       .def_property_readonly("clock_problem", &Context::clock_problem, "Why clocks() returned None.")
+      .def("event_quantum", &Context::event_quantum, py::arg("stream") = 0,
+           "Seconds between adjacent event timestamps on this device (measured once per process), or None.")
       .def("set_flush_bytes", &Context::set_flush_bytes, py::arg("bytes"),
            "Allocate the cold-L2 flush buffer once (0 frees it).")
       .def_property_readonly("flush_bytes", &Context::flush_bytes)
       .def_property("hold", &Context::hold_enabled, &Context::set_hold,
                     "Queue each block behind a host-released wait so the GPU runs it back to back.")
-      .def_readwrite("hold_chunk", &Context::hold_chunk)
+      .def_property_readonly("hold_problem", &Context::hold_problem, "Why the hold is off ('' while on).")
+      .def_property("hold_chunk", &Context::hold_chunk, &Context::set_hold_chunk,
+                    "Calls per held block; setting it caps blocks on this device for the process.")
       .def_readwrite("watchdog_s", &Context::watchdog_s)
       .def("run", &Context::run, py::arg("fn"), py::arg("number"), py::arg("stream") = 0,
-           py::arg("per_call") = false, py::arg("flush") = false,
+           py::arg("per_call") = false, py::arg("flush") = false, py::arg("hold") = true,
            "Call fn() `number` times on `stream`; device seconds per event window (one per call when "
-           "per_call, else per block). flush memsets the L2 flush buffer before each call's window.")
+           "per_call, else per block). flush memsets the L2 flush buffer before each call's window; "
+           "hold=False runs unheld.")
       .def(
           "event", [](std::shared_ptr<Context> self) { return std::make_unique<Event>(std::move(self)); },
           "A new CUDA event on this context.");
@@ -546,73 +731,14 @@ OPBENCH_BINDINGS(cuda) {
       .def("query", &Event::query, "True when the work before the event has finished.")
       .def("elapsed_time", &Event::elapsed_time, py::arg("end"), "Milliseconds from this event to `end`.");
 
-  // Test hooks: a fake driver for machines without a GPU (tests/test_cuda.py).
-  m.def(
-      "_cuda_use_fake_driver",
-      [](py::object config) {
-        DriverSource& s = source();
-        s.fake = !config.is_none();
-        s.current = s.fake ? fake::make_driver(fake_config(config.cast<py::dict>())) : nullptr;
-      },
-      py::arg("config"), "Route CUDA calls to the fake driver configured by `config` (None: the real one).");
   m.def(
       "_cuda_set_libraries",
       [](const std::string& libcuda, const std::string& libnvml) {
         DriverSource& s = source();
         s.libcuda = libcuda;
         s.libnvml = libnvml;
-        s.fake = false;
         s.current = nullptr;
       },
       py::arg("libcuda") = "libcuda.so.1", py::arg("libnvml") = "libnvidia-ml.so.1",
-      "Library names for the real driver (tests point them at missing files).");
-  m.def(
-      "_cuda_fake_advance",
-      [](double ms) {
-        py::gil_scoped_release nogil;  // a launch into a full queue blocks
-        fake::launch(ms);
-      },
-      py::arg("ms"), "Move the fake device clock, as a kernel of `ms` milliseconds would.");
-  m.def(
-      "_cuda_fake_fail",
-      [](const std::string& function, int code) {
-        if (code == 0) fake::state().failures.erase(function);
-        else fake::state().failures[function] = code;
-      },
-      py::arg("function"), py::arg("code"), "Make a fake entry point return `code` (0 clears).");
-  m.def(
-      "_cuda_fake_kernel_error", [](int code) { fake::state().pending_error = code; }, py::arg("code"),
-      "A sticky asynchronous error, reported by the next synchronisation.");
-  m.def(
-      "_cuda_fake_synchronize",
-      [] {
-        CUresult r;
-        {
-          py::gil_scoped_release nogil;
-          r = fake::cuStreamSynchronize(nullptr);
-        }
-        return r;
-      },
-      "cuStreamSynchronize on the fake: blocks while a stream is held, like a statement calling .item().");
-  m.def(
-      "_cuda_fake_stats",
-      [] {
-        const fake::Stats& s = fake::state().stats;
-        py::dict d;
-        d["events_created"] = s.events_created;
-        d["events_live"] = s.events_live;
-        d["records"] = s.records;
-        d["event_syncs"] = s.event_syncs;
-        d["stream_syncs"] = s.stream_syncs;
-        d["memsets"] = s.memsets;
-        d["memset_bytes"] = s.memset_bytes;
-        d["allocs_live"] = s.allocs_live;
-        d["host_allocs_live"] = s.host_allocs_live;
-        d["stream_waits"] = s.stream_waits;
-        d["contexts_retained"] = s.contexts_retained;
-        d["streams"] = py::cast(std::vector<std::uintptr_t>(s.streams.begin(), s.streams.end()));
-        d["now_ms"] = fake::state().now_ms;
-        return d;
-      },
-      "Counters of the fake driver: live events, allocations, records, syncs, streams used.");
+      "The driver and NVML libraries to load on next use (tests load a fake driver this way).");
 }

@@ -2,9 +2,9 @@
 //
 // opbench builds without the CUDA toolkit and imports on machines without a
 // GPU, so nothing here links against CUDA: the real tables are filled by
-// dlopen/dlsym at first use, and tests fill the same tables with a fake driver
-// (detail/cuda_fake.h). Every caller goes through a Driver, never a symbol, so
-// the bookkeeping and error paths run identically against both.
+// dlopen/dlsym at first use. Tests build a fake driver library of their own
+// (tests/fake_cuda/) and point the loader at it, so the loader, the bookkeeping
+// and the error paths they exercise are the ones that run against libcuda.
 //
 // Only the handful of declarations opbench needs are reproduced below, with
 // the values of the driver's stable ABI (cuda.h); versioned symbols (_v2) are
@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -41,6 +42,8 @@ constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
 constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
 constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
+constexpr int CU_MODULE_EAGER_LOADING = 1;
+constexpr int CU_MODULE_LAZY_LOADING = 2;
 constexpr int CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
 constexpr unsigned CU_EVENT_DEFAULT = 0;
 constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
@@ -49,10 +52,30 @@ constexpr unsigned CU_STREAM_WAIT_VALUE_GEQ = 0x0;
 constexpr int NVML_SUCCESS = 0;
 constexpr int NVML_CLOCK_SM = 1;
 constexpr int NVML_CLOCK_MEM = 2;
+constexpr unsigned long long NVML_CLOCKS_EVENT_REASON_GPU_IDLE = 0x1;
 
-/// Pointers to every driver entry point opbench calls. Filled from libcuda by
-/// load_driver() or from the fake by make_fake_driver(); never partially: a
-/// table missing a required symbol is never handed out.
+/// Errors a kernel fault leaves behind: the context is unusable afterwards and
+/// every later call on it returns the same code (cuda.h calls them sticky).
+inline bool is_sticky(CUresult r) {
+  switch (r) {
+    case 700:  // ILLEGAL_ADDRESS
+    case 702:  // LAUNCH_TIMEOUT
+    case 710:  // ASSERT
+    case 714:  // HARDWARE_STACK_ERROR
+    case 715:  // ILLEGAL_INSTRUCTION
+    case 716:  // MISALIGNED_ADDRESS
+    case 717:  // INVALID_ADDRESS_SPACE
+    case 718:  // INVALID_PC
+    case 719:  // LAUNCH_FAILED
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Pointers to every driver entry point opbench calls, filled by load_driver();
+/// never partially: a table missing a required symbol is never handed out
+/// (the ones marked optional may be null).
 struct CudaTable {
   CUresult (*cuInit)(unsigned);
   CUresult (*cuDriverGetVersion)(int*);
@@ -63,7 +86,8 @@ struct CudaTable {
   CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice);
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
-  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxPushCurrent)(CUcontext);
+  CUresult (*cuCtxPopCurrent)(CUcontext*);
   CUresult (*cuEventCreate)(CUevent*, unsigned);
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventQuery)(CUevent);
@@ -80,6 +104,7 @@ struct CudaTable {
   CUresult (*cuMemFreeHost)(void*);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
+  CUresult (*cuModuleGetLoadingMode)(int*);  // optional (CUDA 11.7+)
 };
 
 /// NVML, for clocks and the driver's release number. Optional: a driver
@@ -89,8 +114,18 @@ struct NvmlTable {
   nvmlReturn_t (*nvmlShutdown)();
   nvmlReturn_t (*nvmlDeviceGetHandleByPciBusId)(const char*, nvmlDevice_t*);
   nvmlReturn_t (*nvmlDeviceGetClockInfo)(nvmlDevice_t, int, unsigned*);
+  nvmlReturn_t (*nvmlDeviceGetMaxClockInfo)(nvmlDevice_t, int, unsigned*);
   nvmlReturn_t (*nvmlSystemGetDriverVersion)(char*, unsigned);
   const char* (*nvmlErrorString)(nvmlReturn_t);
+  // optional: "clocks event reasons" since NVML 12.2, "throttle reasons" before
+  nvmlReturn_t (*nvmlDeviceGetCurrentClocksEventReasons)(nvmlDevice_t, unsigned long long*);
+};
+
+/// What a process learns about one device once and reuses in every Context.
+struct DeviceMemo {
+  long long hold_calls = 0;        ///< most calls one held block may queue; 0: not learned yet
+  bool quantum_measured = false;
+  double event_quantum_s = 0;      ///< smallest step of event timestamps; 0: none seen
 };
 
 /// A driver failure: the call, the CUresult and the driver's own words for it.
@@ -102,14 +137,15 @@ struct CudaError : std::runtime_error {
 };
 
 /// One loaded driver. Contexts hold a shared_ptr to the Driver they were made
-/// with, so switching between fake and real (tests) never strands a handle.
+/// with, so switching libraries (tests use a fake one) never strands a handle.
 struct Driver {
   CudaTable cu{};
   NvmlTable nvml{};
   bool has_nvml = false;
   bool nvml_initialised = false;
   std::string nvml_problem;  ///< why clocks are unavailable, when they are
-  std::string origin;        ///< the library name, or "fake"
+  std::string origin;        ///< the library's file name
+  std::map<int, DeviceMemo> memo;  ///< by device ordinal; lives as long as the loaded driver
 
   Driver() = default;
   Driver(const Driver&) = delete;
@@ -132,9 +168,16 @@ struct Driver {
     return s;
   }
 
-  /// Throws CudaError naming `call` unless r is CUDA_SUCCESS.
+  /// Throws CudaError naming `call` unless r is CUDA_SUCCESS. A sticky error
+  /// says where it came from: an earlier kernel, not the call that reports it.
   void check(CUresult r, const char* call) const {
-    if (r != CUDA_SUCCESS) throw CudaError(std::string(call) + " failed: " + describe(r), call, r);
+    if (r != CUDA_SUCCESS) throw CudaError(std::string(call) + " failed: " + describe(r) + sticky_note(r), call, r);
+  }
+
+  static std::string sticky_note(CUresult r) {
+    return is_sticky(r) ? " (a sticky error: a kernel that ran earlier faulted, and the CUDA context "
+                          "stays unusable until the process exits)"
+                        : "";
   }
 };
 
@@ -183,7 +226,8 @@ inline std::shared_ptr<Driver> load_driver(const std::string& libcuda, const std
   need(t.cuDeviceGetPCIBusId, {"cuDeviceGetPCIBusId"});
   need(t.cuDevicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"});
   need(t.cuDevicePrimaryCtxRelease, {"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"});
-  need(t.cuCtxSetCurrent, {"cuCtxSetCurrent"});
+  need(t.cuCtxPushCurrent, {"cuCtxPushCurrent_v2", "cuCtxPushCurrent"});
+  need(t.cuCtxPopCurrent, {"cuCtxPopCurrent_v2", "cuCtxPopCurrent"});
   need(t.cuEventCreate, {"cuEventCreate"});
   need(t.cuEventRecord, {"cuEventRecord"});
   need(t.cuEventQuery, {"cuEventQuery"});
@@ -206,6 +250,7 @@ inline std::shared_ptr<Driver> load_driver(const std::string& libcuda, const std
   detail::bind_symbol(lib, t.cuMemHostAlloc, {"cuMemHostAlloc"});
   detail::bind_symbol(lib, t.cuMemHostGetDevicePointer, {"cuMemHostGetDevicePointer_v2"});
   detail::bind_symbol(lib, t.cuMemFreeHost, {"cuMemFreeHost"});
+  detail::bind_symbol(lib, t.cuModuleGetLoadingMode, {"cuModuleGetLoadingMode"});
 
   void* nv = dlopen(libnvml.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (nv == nullptr) {
@@ -219,12 +264,15 @@ inline std::shared_ptr<Driver> load_driver(const std::string& libcuda, const std
                   detail::bind_symbol(nv, n.nvmlDeviceGetHandleByPciBusId,
                                       {"nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleByPciBusId"}) &&
                   detail::bind_symbol(nv, n.nvmlDeviceGetClockInfo, {"nvmlDeviceGetClockInfo"}) &&
+                  detail::bind_symbol(nv, n.nvmlDeviceGetMaxClockInfo, {"nvmlDeviceGetMaxClockInfo"}) &&
                   detail::bind_symbol(nv, n.nvmlSystemGetDriverVersion, {"nvmlSystemGetDriverVersion"}) &&
                   detail::bind_symbol(nv, n.nvmlErrorString, {"nvmlErrorString"});
   if (!ok) {
     d->nvml_problem = libnvml + " lacks a needed symbol: no clock readings";
     return d;
   }
+  detail::bind_symbol(nv, n.nvmlDeviceGetCurrentClocksEventReasons,
+                      {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
   d->has_nvml = true;
   return d;
 }

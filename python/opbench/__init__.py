@@ -33,7 +33,9 @@ from opbench.errors import (
     Error,
     FuzzerSpecError,
     LaunchHoldWarning,
+    KeyCollisionError,
     MachineWarning,
+    NothingToCompareError,
     ResolutionWarning,
     ResultsFileError,
     ResultsFileWarning,
@@ -71,6 +73,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "__version__",
     "ABResult",
     "BenchmarkWarning",
     "CallgrindError",
@@ -89,7 +92,9 @@ __all__ = [
     "FuzzerSpecError",
     "Language",
     "LaunchHoldWarning",
+    "KeyCollisionError",
     "MachineWarning",
+    "NothingToCompareError",
     "Measurement",
     "Progress",
     "ResolutionWarning",

@@ -1,21 +1,37 @@
-"""Argument checks shared by every public entry point: one wording for one mistake."""
+"""Argument checks shared by every public entry point: one wording for one mistake.
+
+Example:
+    >>> is_count(3), is_count(True), is_count(0, minimum=0), is_finite_number(float("nan"))
+    (True, False, True, False)
+"""
 from __future__ import annotations
 
 import math
+from typing import Any
+
+
+def is_count(value: Any, minimum: int = 1) -> bool:
+    """An int (not a bool) of at least ``minimum``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def is_finite_number(value: Any) -> bool:
+    """An int or float (not a bool) that is neither nan nor infinite."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def check_count(name: str, value: Any, minimum: int = 1) -> None:
+    """Raises ValueError unless ``value`` is an int >= ``minimum`` (1: "a positive int")."""
+    if not is_count(value, minimum):
+        kind = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
 
 
 def check_positive(name: str, value: float) -> None:
     """Raises ValueError unless ``value`` is a finite number > 0."""
-    if isinstance(value, bool) or not (
-        isinstance(value, (int, float)) and value > 0 and math.isfinite(value)
-    ):
+    if not (is_finite_number(value) and value > 0):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
-def check_count(name: str, value: int) -> None:
-    """Raises ValueError unless ``value`` is an int >= 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 def check_run_times(min_run_time: float, max_run_time: float) -> None:

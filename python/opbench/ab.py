@@ -5,19 +5,15 @@ the machine: a frequency change, a noisy neighbour or thermal drift between
 them reads as a speed difference. ``compare_ab`` instead runs A and B in
 interleaved blocks of one shared size, in ABBA order (A,B then B,A, ...) so a
 linear drift cancels within each four blocks, and compares each block of B
-with its neighbouring block of A: ``log(time_B / time_A)`` per pair. The
-verdict rests on the order-statistic confidence interval of the median of
-those log ratios (distribution-free, deterministic; see ``opbench.stats``):
+with its neighbouring block of A: ``log(time_B / time_A)`` per pair.
 
-- "faster" / "slower": the whole interval lies beyond the threshold;
-- "same": the whole interval lies within +-threshold;
-- "inconclusive": neither (the interval straddles a threshold), said plainly.
-
-The threshold is symmetric in log space: with 2%, "slower" means a ratio
-above 1.02 and "faster" one below 1/1.02. It measures at least ``min_pairs``
-pairs and ``min_run_time`` seconds, then checks the verdict at
-geometrically spaced pair counts (few looks keep repeated testing from
-inflating the error rate) until it is decisive or ``max_run_time`` is spent.
+The verdict ("faster", "slower", "same" or "inconclusive" against the
+threshold, symmetric in log space) comes from ``opbench.decide.paired``: the
+order-statistic interval of the median log ratio, looked at on a fixed
+schedule of pair counts (``min_pairs``, then 25% more each time) until it is
+decisive and at least ``min_run_time`` was measured, or ``max_run_time`` is
+spent. Each look spends a shrinking share of the error budget, so the chance
+of a false verdict over all looks is at most ``1 - confidence``.
 
 Example:
     >>> import opbench
@@ -34,20 +30,23 @@ import dataclasses
 import math
 from typing import Any
 
-from opbench import _numerics, environment
-from opbench._checks import check_run_times
+from opbench import _numerics, decide, environment
+from opbench._checks import check_count, check_run_times
+from opbench.decide import verdict
+from opbench.errors import attach
 from opbench.measurement import Measurement
-from opbench.stats import DEFAULT_CONFIDENCE, _check_confidence, _median_ci_sorted
+from opbench.stats import DEFAULT_CONFIDENCE, check_confidence
 
 __all__ = ["ABResult", "compare_ab", "verdict"]
-
-# Verdict checks happen at min_pairs, then each time the pair count grows by this factor.
-_CHECK_GROWTH = 1.25
 
 
 @dataclasses.dataclass(frozen=True)
 class ABResult:
-    """The outcome of ``compare_ab``. ``ratio`` is time(B) / time(A): above 1, B is slower."""
+    """The outcome of ``compare_ab``. ``ratio`` is time(B) / time(A): above 1, B is slower.
+
+    ``ci_low``/``ci_high`` are the interval of the last look; its level is higher
+    than ``confidence``, which holds for all looks together (opbench.decide).
+    """
 
     ratio: float
     ci_low: float
@@ -65,7 +64,7 @@ class ABResult:
         change = (self.ratio - 1) * 100
         return (
             f"B ({name_b}) vs A ({name_a}): ratio {self.ratio:.4f} ({change:+.2f}%), "
-            f"{self.confidence:.0%} CI {self.ci_low:.4f} to {self.ci_high:.4f}; "
+            f"CI {self.ci_low:.4f} to {self.ci_high:.4f} ({self.confidence:.0%} over all looks); "
             f"verdict: {self.verdict} (threshold {self.threshold:.1%}; {self.n_pairs} pairs "
             f"of {self.number_per_run} runs)"
         )
@@ -74,28 +73,6 @@ class ABResult:
 def _name(m: Measurement) -> str:
     spec = m.task_spec
     return spec.description or spec.sub_label or spec.title
-
-
-def verdict(ci_low: float, ci_high: float, threshold: float) -> str:
-    """"faster", "slower", "same" or "inconclusive" for a ratio interval (B / A) and a
-    relative threshold (0.02 for 2%).
-
-    Example:
-        >>> verdict(1.05, 1.12, 0.02), verdict(0.99, 1.01, 0.02), verdict(0.99, 1.05, 0.02)
-        ('slower', 'same', 'inconclusive')
-    """
-    if not (0 < ci_low <= ci_high < math.inf):  # no interval: nothing to conclude
-        return "inconclusive"
-    bound = math.log1p(threshold)
-    lo, hi = math.log(ci_low), math.log(ci_high)
-    if lo > bound:
-        return "slower"
-    if hi < -bound:
-        return "faster"
-    if -bound <= lo and hi <= bound:
-        return "same"
-    return "inconclusive"
-
 
 
 def compare_ab(
@@ -119,14 +96,10 @@ def compare_ab(
     Raises:
         ValueError: a threshold outside (0, 1), bad confidence, pairs or times.
     """
-    if not 0 < threshold < 1:
-        raise ValueError(f"threshold must be a relative difference in (0, 1), e.g. 0.02; "
-                         f"got {threshold!r}")
-    _check_confidence(confidence)
-    if isinstance(min_pairs, bool) or not isinstance(min_pairs, int) or min_pairs < 1:
-        raise ValueError(f"min_pairs must be a positive int, got {min_pairs!r}")
+    decide.check_threshold(threshold)
+    check_confidence(confidence)
+    check_count("min_pairs", min_pairs)
     check_run_times(min_run_time, max_run_time)
-    environment.check_machine()
 
     # One block size for both, large enough for either: equal work per block is
     # what makes the pairs comparable. Estimating also warms both up.
@@ -135,9 +108,9 @@ def compare_ab(
     timers = (timer_a, timer_b)
     log_ratios: list[float] = []
     total = 0.0
-    next_check = min_pairs
-    ci: tuple[float, float] | None = None
-    result = "inconclusive"
+    schedule = iter(decide.looks(min_pairs))
+    next_look, look = next(schedule), 0
+    decision: decide.Decision | None = None
     while True:
         order = (0, 1) if len(log_ratios) % 2 == 0 else (1, 0)  # ABBA
         for side in order:
@@ -145,29 +118,31 @@ def compare_ab(
             times[side].append(t)
             total += t
         bisect.insort(log_ratios, math.log(times[1][-1] / times[0][-1]))
-        n = len(log_ratios)
-        out_of_time = total >= max_run_time
-        if (n >= next_check and total >= min_run_time) or out_of_time:
-            next_check = max(n + 1, math.ceil(n * _CHECK_GROWTH))
-            ci = _median_ci_sorted(log_ratios, confidence)
-            if ci is not None:
-                result = verdict(math.exp(ci[0]), math.exp(ci[1]), threshold)
-            if result != "inconclusive" or out_of_time:
+        if len(log_ratios) == next_look:
+            look += 1
+            decision = decide.paired(log_ratios, threshold, confidence, look)
+            next_look = next(schedule)
+            if decision.verdict != "inconclusive" and total >= min_run_time:
                 break
+        if total >= max_run_time:
+            break
 
-    if ci is None:
-        environment.warn_too_few_samples(len(log_ratios), confidence)
-        ci = (-math.inf, math.inf)
+    warnings = []
+    if decision is None or decision.ci is None:
+        warnings.append(environment.warn_too_few_samples(len(log_ratios), confidence))
+    ci = decision.ci if decision is not None and decision.ci is not None else (0.0, math.inf)
     measurements = []
     for side, role in ((0, "A"), (1, "B")):
         m = timers[side].measurement(number, times[side])
         m.info["ab_role"] = role
+        for record in warnings:
+            attach(m.info, record)
         measurements.append(m)
     return ABResult(
         ratio=math.exp(_numerics.quantile(log_ratios, 0.5)),
-        ci_low=math.exp(ci[0]),
-        ci_high=math.exp(ci[1]),
-        verdict=result,
+        ci_low=ci[0],
+        ci_high=ci[1],
+        verdict="inconclusive" if decision is None else decision.verdict,
         n_pairs=len(log_ratios),
         number_per_run=number,
         a=measurements[0],

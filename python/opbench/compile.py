@@ -30,7 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opbench.export import text_table
+from opbench._checks import check_count
+from opbench._text import text_table
 from opbench.first_call import measure_first_call
 
 __all__ = ["benchmark_compile", "bench_all"]
@@ -90,8 +91,7 @@ def benchmark_compile(
         A failed compile, or one that compiles no frame or more than one,
         prints the error and returns ``(None, None)``, as torch does.
     """
-    if isinstance(num_iters, bool) or not isinstance(num_iters, int) or num_iters < 1:
-        raise ValueError(f"num_iters must be a positive int, got {num_iters!r}")
+    check_count("num_iters", num_iters)
     torch = _torch()
     if not backend:
         return None, _mean_ms(_timer(model, sample_input, optimizer, loss_fn), num_iters)

@@ -40,6 +40,8 @@ from typing import Any
 __all__ = [
     "Error",
     "ResultsFileError",
+    "KeyCollisionError",
+    "NothingToCompareError",
     "UsageError",
     "CompileError",
     "CompilerNotFoundError",
@@ -74,6 +76,16 @@ class ResultsFileError(Error, ValueError):
     """A results file that cannot be loaded: truncated, corrupt, foreign, too new, or
     holding values no Measurement can have. The message names the file, the
     measurement and the field."""
+
+
+class KeyCollisionError(Error, ValueError):
+    """Two different statements share one benchmark key (``TaskSpec.key``) in one set of
+    results; saved together they would be pooled into one row. The message names both."""
+
+
+class NothingToCompareError(Error, ValueError):
+    """A regression gate found no benchmark in both sets of results: it compared nothing,
+    so it cannot say there is no regression."""
 
 
 class UsageError(Error):

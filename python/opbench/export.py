@@ -38,14 +38,17 @@ from __future__ import annotations
 import csv
 import html
 import io
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from opbench._files import PathLike, atomic_write_text
-from opbench.measurement import unit_to_english
+from opbench.measurement import Measurement
+from opbench.table import Table
 
-if TYPE_CHECKING:
-    from opbench.compare import Compare, _Table
+
+class _Tables(Protocol):
+    """What the exports need of a Compare: its table model."""
+
+    def tables(self) -> list[Table]: ...
 
 __all__ = ["to_markdown", "to_csv", "to_html"]
 
@@ -55,55 +58,27 @@ CSV_HEADER = (
 )
 
 
-# -- shared helpers (plots, profiles and compile tables use them too) ----------
-
-
 def _write_text(text: str, path: PathLike | None) -> str:
     if path is not None:
         atomic_write_text(path, text)
     return text
 
 
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
-               right: Sequence[bool] | None = None, *, github: bool = True) -> str:
-    """An aligned plain-text table: GitHub pipe style (``| a | b |``, as tabulate's
-    "github" format) or, with ``github=False``, columns separated by two spaces.
-    ``right[i]`` right-aligns column i (numbers)."""
-    right = list(right) if right is not None else [False] * len(headers)
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
-
-    def fmt(cells: Sequence[str]) -> list[str]:
-        return [str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)]
-
-    if not github:
-        return "\n".join("  ".join(fmt(r)).rstrip() for r in [headers, *rows])
-    lines = ["| " + " | ".join(fmt(headers)) + " |",
-             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    lines += ["| " + " | ".join(fmt(r)) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 # -- the table model shared by every export ------------------------------------
 
 
-def _cells(table: _Table) -> tuple[list[str], list[list[str]], list[bool]]:
-    """Header, body rows (as strings) and which columns are numeric, for one label.
-
-    Built from Compare's own rows, so order, grouping and number formatting
-    are the text table's."""
-    render_env = len({m.env for m in table.results}) > 1
-    header = ["threads"] + (["env"] if render_env else []) + [""]
-    header += ["" if k is None else k for k in table.column_keys]
-    numeric = [True] + ([False] if render_env else []) + [False] + [True] * len(table.column_keys)
-    body = []
-    for (num_threads, env, row_name), row in zip(table.row_keys, table.rows):
-        values = [s.strip() for s in row.as_column_strings()[1:]]
-        body.append([str(num_threads)] + ([env] if render_env else []) + [row_name] + values)
+def _cells(table: Table) -> tuple[list[str], list[list[str]], list[bool]]:
+    """Header, body rows (as strings) and which columns are numeric, for one label:
+    the text table's rows, in its order, with its number formatting."""
+    header = ["threads"] + (["env"] if table.has_envs else []) + [""]
+    header += ["" if k is None else k for k in table.columns]
+    numeric = [True] + ([False] if table.has_envs else []) + [False] + [True] * len(table.columns)
+    body = [
+        [str(row.num_threads)] + ([row.env] if table.has_envs else []) + [row.name]
+        + [text.strip() for text in row.texts]
+        for row in table.rows
+    ]
     return header, body, numeric
-
-
-def _unit_note(table: _Table) -> str:
-    return f"Times are in {unit_to_english(table.time_unit)}s ({table.time_unit})."
 
 
 def _md_escape(cell: str) -> str:
@@ -113,16 +88,16 @@ def _md_escape(cell: str) -> str:
     return cell.replace("\n", "<br>")
 
 
-def to_markdown(compare: Compare, path: PathLike | None = None) -> str:
+def to_markdown(compare: _Tables, path: PathLike | None = None) -> str:
     """The Compare as GitHub Markdown: a ``###`` heading and a pipe table per label."""
     parts = []
-    for table in compare._tables():
+    for table in compare.tables():
         header, body, numeric = _cells(table)
         lines = [f"### {_md_escape(table.label) if table.label is not None else '(no label)'}", ""]
         lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
         lines.append("|" + "|".join("--:" if n else "---" for n in numeric) + "|")
         lines += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in body]
-        lines += ["", _unit_note(table), ""]
+        lines += ["", table.note, ""]
         parts.append("\n".join(lines))
     return _write_text("\n".join(parts), path)
 
@@ -131,11 +106,11 @@ def _html_escape(cell: str) -> str:
     return html.escape(cell).replace("\n", "<br>")
 
 
-def to_html(compare: Compare, path: PathLike | None = None) -> str:
+def to_html(compare: _Tables, path: PathLike | None = None) -> str:
     """The Compare as HTML ``<table>`` fragments (one per label, captioned with the
     label), every cell escaped; numeric cells carry ``class="num"``."""
     parts = []
-    for table in compare._tables():
+    for table in compare.tables():
         header, body, numeric = _cells(table)
         caption = "" if table.label is None else table.label
         lines = ['<table class="opbench-compare">', f"<caption>{_html_escape(caption)}</caption>",
@@ -148,21 +123,26 @@ def to_html(compare: Compare, path: PathLike | None = None) -> str:
             )
             lines.append(f"<tr>{tds}</tr>")
         lines += ["</tbody>", f'<tfoot><tr><td colspan="{len(header)}">'
-                  f"{_html_escape(_unit_note(table))}</td></tr></tfoot>", "</table>"]
+                  f"{_html_escape(table.note)}</td></tr></tfoot>", "</table>"]
         parts.append("\n".join(lines))
     return _write_text("\n".join(parts) + "\n", path)
 
 
-def to_csv(compare: Compare, path: PathLike | None = None) -> str:
+def to_csv(compare: _Tables, path: PathLike | None = None) -> str:
     """The Compare as CSV: one line per table cell, values in seconds (see module doc)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_HEADER)
-    for table in compare._tables():
+    for table in compare.tables():
         label = "" if table.label is None else table.label
-        for (num_threads, env, row_name), row in zip(table.row_keys, table.rows):
-            for column, m in zip(table.column_keys, row._results):
-                stats = ["", "", ""] if m is None else [repr(m.median), repr(m.iqr), len(m.times)]
-                writer.writerow([label, num_threads, env, row_name,
-                                 "" if column is None else column, *stats, table.time_unit])
+        for row in table.rows:
+            for column, m in zip(table.columns, row.cells):
+                if m is None:
+                    stats: list[Any] = ["", "", ""]
+                elif isinstance(m, Measurement):
+                    stats = [repr(m.median), repr(m.iqr), len(m.times)]
+                else:  # instruction counts: per run, exact (no spread)
+                    stats = [repr(m.per_run), "", len(m.counts)]
+                writer.writerow([label, row.num_threads, row.env, row.name,
+                                 "" if column is None else column, *stats, table.unit])
     return _write_text(buffer.getvalue(), path)

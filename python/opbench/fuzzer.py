@@ -165,6 +165,8 @@ class FuzzedParameter:
     def _make_sampler(self) -> Callable[[Any], Any]:
         """Precompute per-distribution constants so that each draw is one RNG call."""
         minval, maxval = self._minval, self._maxval
+        if minval is None or maxval is None:  # a dict distribution: no bounds used
+            minval = maxval = 0
         if isinstance(self._distribution, dict):
             choices = list(self._distribution)
             # numpy's RandomState.choice(p=...) draws one random_sample() and returns the first
@@ -443,13 +445,14 @@ class Fuzzer:
             return 0.0
         return self._rejections / self._total_generated
 
-    def take(self, n: int, *, progress: bool | None = None) -> Iterator[
+    def take(self, n: int, *, progress: bool = False) -> Iterator[
             tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, Any]]]:
         """Yield ``n`` ``(tensors, tensor_properties, params)`` triples, restarting from seed.
 
-        ``progress``: show a bar with the time left over the sweep (the work
-        done between yields counts), True / False to force it, None to show it
-        only on a terminal (see ``opbench.progress``).
+        ``progress=True`` shows a bar with the time left over the sweep on stderr
+        (the work done between yields counts; see ``opbench.progress``). Off by
+        default, as torch's Fuzzer prints nothing: a bar drawn into the caller's
+        own prints garbles them.
         """
         from opbench.progress import Progress
 

@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from opbench import _numerics
+from opbench import _numerics, stats
 
 __all__ = [
     "TaskSpec",
@@ -38,9 +38,15 @@ _IQR_GROSS_WARN_THRESHOLD = 0.25
 class TaskSpec:
     """What a Timer measures: the code and the labels that group results.
 
+    torch's eight fields, plus ``name``: the benchmark's name in results files
+    and regression gates, given by the user (``Timer(name=...)``) or, for a
+    callable timed without labels, its module-qualified name.
+
     Example:
         >>> TaskSpec(stmt="x + 1", setup="x = 1", label="add").title
         'add'
+        >>> TaskSpec("sorted(xs)", "pass", label="sort", description="v2", num_threads=4).key
+        'sort | v2 | 4 threads'
     """
 
     stmt: str
@@ -51,6 +57,24 @@ class TaskSpec:
     description: str | None = None
     env: str | None = None
     num_threads: int = 1
+    name: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The benchmark's identity across runs, which a regression gate matches on.
+
+        The first of: ``name``; the Compare coordinates (label, sub_label,
+        description) when any of them is set; the statement. Then the thread
+        count (when not 1) and the env (when set): the same code under other
+        conditions is another benchmark.
+        """
+        coordinates = [c for c in (self.label, self.sub_label, self.description) if c]
+        parts = [self.name] if self.name else coordinates or [" ".join(self.stmt.split())]
+        if self.num_threads != 1:
+            parts.append(f"{self.num_threads} threads")
+        if self.env:
+            parts.append(f"env={self.env}")
+        return " | ".join(parts)
 
     @property
     def title(self) -> str:
@@ -113,6 +137,13 @@ class Measurement:
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # torch accepts these and prints a median of -1 s; nothing downstream can use them.
+        if not self.raw_times:
+            raise ValueError(f"a Measurement needs at least one time; got none for "
+                             f"{self.task_spec.title!r}")
+        if isinstance(self.number_per_run, bool) or not isinstance(self.number_per_run, int) \
+                or self.number_per_run < 1:
+            raise ValueError(f"number_per_run must be a positive int, got {self.number_per_run!r}")
         self._sorted_times: tuple[float, ...] = ()
         self._warnings: tuple[str, ...] = ()
         self._median = -1.0
@@ -227,42 +258,75 @@ class Measurement:
     @property
     def std(self) -> float:
         """Sample standard deviation of the per-run times, seconds."""
-        from opbench import stats
-
-        return stats.std(self)
+        return stats.std(self.times)
 
     def median_ci(self, confidence: float = 0.95) -> tuple[float, float] | None:
         """Distribution-free (order-statistic) confidence interval of the median,
         seconds; None when there are too few times for ``confidence``."""
-        from opbench import stats
-
-        return stats.median_ci(self, confidence)
+        return stats.median_ci(self.times, confidence)
 
     @property
     def relative_ci(self) -> float:
         """Half-width of the 95% median interval over the median (inf: too few times)."""
-        from opbench import stats
-
-        return stats.relative_ci(self)
+        return stats.relative_ci(self.times)
 
     @property
-    def outliers(self) -> Any:
+    def outliers(self) -> stats.Outliers:
         """Counts of times outside Tukey's fences (1.5 and 3 IQR beyond the quartiles)."""
-        from opbench import stats
+        return stats.outliers(self.times)
 
-        return stats.outliers(self)
-
-    def summary(self, confidence: float = 0.95) -> Any:
+    def summary(self, confidence: float = 0.95) -> stats.Summary:
         """All statistics as one JSON-ready record (``opbench.stats.Summary``)."""
-        from opbench import stats
-
-        return stats.summary(self, confidence)
+        return stats.summary(self.times, confidence)
 
     def describe(self, confidence: float = 0.95) -> str:
-        """torch's text plus opbench's statistics: std, median CI, outliers."""
-        from opbench import stats
+        """torch's text followed by the spread, the median's interval, outliers and, for
+        a noise-targeted run, whether it converged.
 
-        return stats.describe(self, confidence)
+        Example:
+            >>> m = Measurement(1, [1e-6 * (1 + i / 100) for i in range(20)], TaskSpec("f()", "pass"))
+            >>> print(m.describe().split("\\n", 1)[1])  # doctest: +NORMALIZE_WHITESPACE
+            f()
+              Median: 1.10 us
+              IQR:    0.10 us (1.05 to 1.14)
+              20 measurements, 1 runs per measurement, 1 thread
+              Mean:   1.09 us, std 0.06 us (5.4% of mean)
+              Median 95% CI: 1.05 to 1.14 us (+-4.1%, order statistic)
+              Outliers (Tukey fences): none of 20
+        """
+        s = self.summary(confidence)
+        if s.n == 0:
+            return repr(self)
+        unit, scale = select_unit(s.median)
+        lines = [repr(self)]
+        if s.n > 1:
+            rel_std = s.std / s.mean * 100 if s.mean else math.inf
+            lines.append(f"  Mean:   {s.mean / scale:.2f} {unit}, std {s.std / scale:.2f} {unit} "
+                         f"({rel_std:.1f}% of mean)")
+        label = f"Median {confidence:.0%} CI"
+        if s.ci_low is None or s.ci_high is None:
+            lines.append(f"  {label}: n/a (too few samples: {s.n})")
+        else:
+            lines.append(f"  {label}: {s.ci_low / scale:.2f} to {s.ci_high / scale:.2f} {unit} "
+                         f"(+-{s.relative_ci * 100:.1f}%, order statistic)")
+        o = s.outliers
+        if o.total:
+            severe = o.low_severe + o.high_severe
+            lines.append(f"  Outliers (Tukey fences): {o.low} low, {o.high} high"
+                         f"{f' ({severe} severe)' if severe else ''} of {s.n}")
+        else:
+            lines.append(f"  Outliers (Tukey fences): none of {s.n}")
+        info = self.info or {}
+        if "converged" in info:
+            achieved = info.get("relative_ci")
+            achieved_text = (f"{achieved * 100:.2f}%" if isinstance(achieved, float)
+                             and math.isfinite(achieved) else "n/a")
+            lines.append(
+                f"  {'Converged' if info['converged'] else 'NOT converged'}: relative CI "
+                f"{achieved_text}, target {info.get('target', math.nan) * 100:.2f}% "
+                f"(stopped on {info.get('stop_reason')})"
+            )
+        return "\n".join(lines)
 
     @property
     def converged(self) -> bool | None:

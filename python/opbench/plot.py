@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from opbench import _numerics
+from opbench import table as table_model
 from opbench._files import PathLike, atomic_write
-from opbench.measurement import Measurement, select_unit
+from opbench.measurement import Measurement
 
 __all__ = ["plot_bars", "plot_speedup", "iqr_interval"]
 
@@ -53,9 +54,8 @@ def _matplotlib() -> tuple[Any, Any]:
 
 
 def _measurements(results: Any) -> list[Measurement]:
-    from opbench.compare import Compare
-
-    items = list(results._results) if isinstance(results, Compare) else list(results)
+    # A Compare has `.results`; anything else is an iterable of Measurements.
+    items = list(getattr(results, "results", results))
     for i, m in enumerate(items):
         if not isinstance(m, Measurement):
             raise TypeError(f"results[{i}] is a {type(m).__name__}, not a Measurement")
@@ -116,40 +116,36 @@ def plot_bars(
     """
     Figure, canvas_cls = _matplotlib()
     interval = interval or iqr_interval
-    measurements = _measurements(results)
-    labels = list(dict.fromkeys(m.label for m in measurements))
-    most_bars = max(sum(m.label == label for m in measurements) for label in labels)
-    fig = Figure(figsize=(min(max(6.0, 2.0 + 0.35 * most_bars), 16.0), 3.6 * len(labels)),
+    tables = table_model.build(_measurements(results))
+    most_bars = max(len(t.results) for t in tables)
+    fig = Figure(figsize=(min(max(6.0, 2.0 + 0.35 * most_bars), 16.0), 3.6 * len(tables)),
                  layout="constrained")
-    axes = fig.subplots(len(labels), 1, squeeze=False)[:, 0]
-    for ax, label in zip(axes, labels):
-        group = [m for m in measurements if m.label == label]
-        row_keys = list(dict.fromkeys((m.num_threads, m.env, m.as_row_name) for m in group))
-        columns = list(dict.fromkeys(m.description for m in group))
-        cells = {((m.num_threads, m.env, m.as_row_name), m.description): m for m in group}
-        unit, scale = select_unit(min(m.median for m in group))
+    axes = fig.subplots(len(tables), 1, squeeze=False)[:, 0]
+    for ax, table in zip(axes, tables):
+        row_keys = [(row.num_threads, row.env, row.name) for row in table.rows]
+        columns = table.columns
         width = 0.8 / len(columns)
         for j, column in enumerate(columns):
             xs, heights, lows, highs = [], [], [], []
-            for i, row in enumerate(row_keys):
-                m = cells.get((row, column))
-                if m is None:
+            for i, row in enumerate(table.rows):
+                m = row.cells[j]
+                if not isinstance(m, Measurement):  # a missing cell (plots show times only)
                     continue
                 low, high = interval(m)
                 xs.append(i + (j - (len(columns) - 1) / 2) * width)
-                heights.append(m.median / scale)
-                lows.append(max(m.median - low, 0.0) / scale)
-                highs.append(max(high - m.median, 0.0) / scale)
+                heights.append(m.median / table.scale)
+                lows.append(max(m.median - low, 0.0) / table.scale)
+                highs.append(max(high - m.median, 0.0) / table.scale)
             ax.bar(xs, heights, width, yerr=[lows, highs], capsize=3,
                    label="" if column is None else str(column))
         shown = _varying(row_keys) or [2]
         ax.set_xticks(range(len(row_keys)))
         ax.set_xticklabels([_key_text(k, shown, ("threads", "env", "row")) for k in row_keys])
-        ax.set_ylabel(f"time per run ({unit})")
-        medians = [m.median for m in group]
+        ax.set_ylabel(f"time per run ({table.unit})")
+        medians = [m.median for m in table.results]
         if log or (log is None and min(medians) > 0 and max(medians) / min(medians) > 100):
             ax.set_yscale("log")
-        ax.set_title("" if label is None else str(label))
+        ax.set_title("" if table.label is None else str(table.label))
         if len(columns) > 1 or columns[0] is not None:
             ax.legend(fontsize="small")
     if title:
@@ -216,8 +212,8 @@ def plot_speedup(
     fig = Figure(figsize=(max(4.0, 1.4 * len(cols) + 2.5), max(2.5, 0.45 * len(rows) + 1.5)))
     ax = fig.subplots()
     image = ax.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
-    for i, row in enumerate(grid):
-        for j, v in enumerate(row):
+    for i, values in enumerate(grid):
+        for j, v in enumerate(values):
             if not math.isnan(v):
                 ax.text(j, i, f"{v:.2f}x", ha="center", va="center", fontsize="small")
     row_fields = _varying(rows) or [2]

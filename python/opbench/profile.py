@@ -29,9 +29,10 @@ import pstats
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from opbench._checks import check_count
 from opbench._files import atomic_write
+from opbench._text import text_table
 from opbench._threads import set_torch_threads
-from opbench.export import text_table
 from opbench.measurement import select_unit
 
 __all__ = ["profile", "ProfileReport", "ProfileRow"]
@@ -155,8 +156,7 @@ def profile(timer: Any, number: int = 1000, top: int = 20) -> ProfileReport:
         ValueError: bad ``number``, or a C++ / device-timed statement
         (cProfile sees only Python).
     """
-    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-        raise ValueError(f"number must be a positive int, got {number!r}")
+    check_count("number", number)
     with set_torch_threads(timer.task_spec.num_threads):
         fn = timer.engine.as_callable()
         _drive(fn, max(number // 100, 2))

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
-from opbench.measurement import Measurement
+from opbench._checks import check_count
 
 __all__ = ["Progress", "run_all"]
 
@@ -100,8 +100,7 @@ class Progress:
         min_interval: float = 0.1,
         _clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(total, bool) or not isinstance(total, int) or total < 0:
-            raise ValueError(f"total must be a non-negative int, got {total!r}")
+        check_count("total", total, minimum=0)
         self.total = total
         self.desc = desc
         self.done = 0
@@ -221,7 +220,7 @@ def run_all(
         if not callable(getattr(t, method, None)):
             raise TypeError(f"timers[{i}] ({type(t).__name__}) has no method {method!r}; "
                             "pass opbench.Timer objects")
-    results: list[Measurement] = []
+    results: list[Any] = []
     with Progress(len(timers), desc=method, enabled=progress, stream=stream) as bar:
         for t in timers:
             bar.set_item(_title(t))

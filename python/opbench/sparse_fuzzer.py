@@ -74,19 +74,19 @@ class FuzzedSparseTensor(FuzzedTensor):
         generator state gives the same tensor.
         """
         torch = _fuzzer.torch
-        if isinstance(size, Number):
-            size = [size] * sparse_dim
-        if nnz != 0 and all(size[d] <= 0 for d in range(sparse_dim)):
+        dims: Sequence[int] = (
+            [size] * sparse_dim if isinstance(size, Number) else size)  # type: ignore[list-item,assignment]
+        if nnz != 0 and all(dims[d] <= 0 for d in range(sparse_dim)):
             raise ValueError(
-                f"cannot place nnz={nnz} elements in sparse dimensions of size {size[:sparse_dim]}")
-        values_size = [nnz, *size[sparse_dim:]]
+                f"cannot place nnz={nnz} elements in sparse dimensions of size {dims[:sparse_dim]}")
+        values_size = [nnz, *dims[sparse_dim:]]
         if dtype.is_floating_point or dtype.is_complex:
             values = torch.rand(size=values_size, dtype=dtype, device="cpu")
         else:
             values = torch.randint(1, 127, size=values_size, dtype=dtype, device="cpu")
 
         indices = torch.rand(sparse_dim, nnz, device="cpu")
-        indices.mul_(torch.tensor(size[:sparse_dim]).unsqueeze(1).to(indices))
+        indices.mul_(torch.tensor(dims[:sparse_dim]).unsqueeze(1).to(indices))
         indices = indices.to(torch.long)
 
         if not is_coalesced:

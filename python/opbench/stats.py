@@ -1,5 +1,9 @@
-"""Statistics on a Measurement's per-run times: spread, a confidence interval of
-the median, outlier counts, and a verbose text form.
+"""Statistics of timings: spread, a confidence interval of the median, outlier counts.
+
+Pure functions over a sequence of numbers (a Measurement's per-run times, a
+list of log ratios, ...); each also takes anything with a ``times`` attribute,
+so ``stats.median_ci(m)`` works on a Measurement without this module knowing
+what one is.
 
 The confidence interval of the median is the distribution-free order-statistic
 interval: with ``n`` sorted times ``x[0] <= ... <= x[n-1]``, the number of
@@ -15,12 +19,11 @@ Outliers are counted with Tukey's fences: beyond 1.5 IQR outside the
 quartiles is an outlier, beyond 3 IQR a severe one.
 
 Example:
-    >>> from opbench import Measurement, TaskSpec
     >>> from opbench import stats
-    >>> m = Measurement(1, [float(t) for t in range(1, 21)], TaskSpec("f()", "pass"))
-    >>> stats.median_ci(m)
+    >>> times = [float(t) for t in range(1, 21)]
+    >>> stats.median_ci(times)
     (6.0, 15.0)
-    >>> stats.outliers(m).total
+    >>> stats.outliers(times).total
     0
 """
 from __future__ import annotations
@@ -33,10 +36,10 @@ from fractions import Fraction
 from typing import Any
 
 from opbench import _numerics, environment
-from opbench.measurement import Measurement, select_unit
 
-__all__ = ["Outliers", "Summary", "std", "median_ci", "relative_ci", "outliers",
-           "summary", "describe"]
+__all__ = ["DEFAULT_CONFIDENCE", "Outliers", "Summary", "check_confidence", "median_ci",
+           "median_ci_sorted", "outliers", "relative_ci", "relative_half_width", "std", "summary",
+           "values_of"]
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -46,7 +49,7 @@ DEFAULT_CONFIDENCE = 0.95
 _EXACT_LIMIT = 1000
 
 
-def _check_confidence(confidence: float) -> None:
+def check_confidence(confidence: float) -> None:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), e.g. 0.95; got {confidence!r}")
 
@@ -68,18 +71,18 @@ def _median_ci_rank(n: int, confidence: float) -> int | None:
         start = max(0, int(n / 2 - 5 * math.sqrt(n)))
         log_norm = math.lgamma(n + 1) - n * math.log(2)
         limit = float(half_alpha)
-        cum, k = 0.0, start - 1
+        mass, k = 0.0, start - 1
         while True:
             j = k + 1
-            term = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
-            if cum + term > limit:
+            weight = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
+            if mass + weight > limit:
                 break
-            cum += term
+            mass += weight
             k = j
     return k if k >= 0 else None
 
 
-def _median_ci_sorted(
+def median_ci_sorted(
     values: Sequence[float], confidence: float
 ) -> tuple[float, float] | None:
     """The order-statistic interval of already sorted values (no warning)."""
@@ -89,24 +92,27 @@ def _median_ci_sorted(
     return values[k], values[len(values) - 1 - k]
 
 
-def _relative_half_width(
+def relative_half_width(
     values: Sequence[float], confidence: float
 ) -> float:
     """Half the interval's width over the median, of sorted values; inf when none exists."""
-    ci = _median_ci_sorted(values, confidence)
+    ci = median_ci_sorted(values, confidence)
     median = _numerics.quantile(values, 0.5) if values else 0.0
     if ci is None or median <= 0:
         return math.inf
     return (ci[1] - ci[0]) / 2 / median
 
 
-def _sorted_times(m: Measurement) -> list[float]:
-    return sorted(m.times)
+def values_of(data: Sequence[float] | Any) -> list[float]:
+    """The numbers a statistic is computed on: ``data`` itself, or its ``times`` (seconds
+    per run) when it has them (a Measurement), so ``stats.median_ci(m)`` works."""
+    times = getattr(data, "times", None)
+    return list(data if times is None else times)
 
 
-def std(m: Measurement) -> float:
-    """Sample standard deviation (n - 1) of the per-run times; nan with fewer than 2."""
-    values = m.times
+def std(data: Sequence[float] | Any) -> float:
+    """Sample standard deviation (n - 1); nan with fewer than 2 values."""
+    values = values_of(data)
     if len(values) < 2:
         return math.nan
     mean = math.fsum(values) / len(values)
@@ -114,31 +120,31 @@ def std(m: Measurement) -> float:
 
 
 def median_ci(
-    m: Measurement, confidence: float = DEFAULT_CONFIDENCE
+    data: Sequence[float] | Any, confidence: float = DEFAULT_CONFIDENCE
 ) -> tuple[float, float] | None:
-    """(low, high) seconds per run bounding the median with ``confidence``; None (and a
-    warning, once per process) when there are too few times to say."""
-    _check_confidence(confidence)
-    values = _sorted_times(m)
-    ci = _median_ci_sorted(values, confidence)
+    """(low, high) bounding the median with ``confidence``; None (and a warning, shown
+    once per process) when there are too few values to say."""
+    check_confidence(confidence)
+    values = sorted(values_of(data))
+    ci = median_ci_sorted(values, confidence)
     if ci is None:
         environment.warn_too_few_samples(len(values), confidence)
     return ci
 
 
-def relative_ci(m: Measurement, confidence: float = DEFAULT_CONFIDENCE) -> float:
+def relative_ci(data: Sequence[float] | Any, confidence: float = DEFAULT_CONFIDENCE) -> float:
     """Half-width of the median's confidence interval over the median: 0.01 means
     the median is known to about +-1%. inf when no interval exists."""
-    _check_confidence(confidence)
-    values = _sorted_times(m)
+    check_confidence(confidence)
+    values = sorted(values_of(data))
     if _median_ci_rank(len(values), confidence) is None:
         environment.warn_too_few_samples(len(values), confidence)
-    return _relative_half_width(values, confidence)
+    return relative_half_width(values, confidence)
 
 
 @dataclasses.dataclass(frozen=True)
 class Outliers:
-    """Counts of times beyond Tukey's fences (severe ones are counted in low/high too)."""
+    """Counts of values beyond Tukey's fences (severe ones are counted in low/high too)."""
 
     low: int
     high: int
@@ -150,12 +156,12 @@ class Outliers:
         return self.low + self.high
 
 
-def outliers(m: Measurement) -> Outliers:
-    """Times below Q1 - 1.5 IQR (low) or above Q3 + 1.5 IQR (high); severe: 3 IQR.
+def outliers(data: Sequence[float] | Any) -> Outliers:
+    """Values below Q1 - 1.5 IQR (low) or above Q3 + 1.5 IQR (high); severe: 3 IQR.
 
-    Quartiles are the ones ``Measurement.iqr`` uses. Needs 4 times; fewer count none.
+    Quartiles are the ones ``Measurement.iqr`` uses. Needs 4 values; fewer count none.
     """
-    values = _sorted_times(m)
+    values = sorted(values_of(data))
     if len(values) < 4:
         return Outliers(0, 0, 0, 0)
     q1 = _numerics.quantile(values, 0.25)
@@ -175,7 +181,7 @@ def outliers(m: Measurement) -> Outliers:
 
 @dataclasses.dataclass(frozen=True)
 class Summary:
-    """Every statistic of one Measurement, per run, in seconds."""
+    """Every statistic of one set of values (a Measurement's: per run, in seconds)."""
 
     n: int
     median: float
@@ -195,71 +201,24 @@ class Summary:
                 for k, v in out.items()}
 
 
-def summary(m: Measurement, confidence: float = DEFAULT_CONFIDENCE) -> Summary:
-    """All statistics at once. Does not warn: a summary of few times says so in its fields."""
-    _check_confidence(confidence)
-    values = _sorted_times(m)
-    ci = _median_ci_sorted(values, confidence) if values else None
+def summary(data: Sequence[float] | Any, confidence: float = DEFAULT_CONFIDENCE) -> Summary:
+    """All statistics at once. Does not warn: a summary of few values says so in its
+    fields. The median and quartiles are torch's (``Measurement.median``, ``.iqr``)."""
+    check_confidence(confidence)
+    values = sorted(values_of(data))
+    ci = median_ci_sorted(values, confidence) if values else None
     return Summary(
         n=len(values),
-        median=m.median if values else math.nan,
-        mean=m.mean if values else math.nan,
-        std=std(m),
-        iqr=m.iqr if values else math.nan,
+        median=_numerics.quantile(values, 0.5) if values else math.nan,
+        mean=math.fsum(values) / len(values) if values else math.nan,
+        std=std(values),
+        iqr=(_numerics.quantile(values, 0.75) - _numerics.quantile(values, 0.25)
+             if values else math.nan),
         confidence=confidence,
         ci_low=ci[0] if ci else None,
         ci_high=ci[1] if ci else None,
-        relative_ci=_relative_half_width(values, confidence),
-        outliers=outliers(m),
+        relative_ci=relative_half_width(values, confidence),
+        outliers=outliers(values),
     )
 
 
-def describe(m: Measurement, confidence: float = DEFAULT_CONFIDENCE) -> str:
-    """``repr(m)`` followed by the spread, the median's interval, outliers and, for a
-    noise-targeted run, whether it converged.
-
-    Example:
-        >>> from opbench import Measurement, TaskSpec
-        >>> m = Measurement(1, [1e-6 * (1 + i / 100) for i in range(20)], TaskSpec("f()", "pass"))
-        >>> print(describe(m).split("\\n", 1)[1])  # doctest: +NORMALIZE_WHITESPACE
-        f()
-          Median: 1.10 us
-          IQR:    0.10 us (1.05 to 1.14)
-          20 measurements, 1 runs per measurement, 1 thread
-          Mean:   1.09 us, std 0.06 us (5.4% of mean)
-          Median 95% CI: 1.05 to 1.14 us (+-4.1%, order statistic)
-          Outliers (Tukey fences): none of 20
-    """
-    s = summary(m, confidence)
-    if s.n == 0:
-        return repr(m)
-    unit, scale = select_unit(s.median)
-    lines = [repr(m)]
-    if s.n > 1:
-        rel_std = s.std / s.mean * 100 if s.mean else math.inf
-        lines.append(f"  Mean:   {s.mean / scale:.2f} {unit}, std {s.std / scale:.2f} {unit} "
-                     f"({rel_std:.1f}% of mean)")
-    label = f"Median {confidence:.0%} CI"
-    if s.ci_low is None or s.ci_high is None:
-        lines.append(f"  {label}: n/a (too few samples: {s.n})")
-    else:
-        lines.append(f"  {label}: {s.ci_low / scale:.2f} to {s.ci_high / scale:.2f} {unit} "
-                     f"(+-{s.relative_ci * 100:.1f}%, order statistic)")
-    o = s.outliers
-    if o.total:
-        severe = o.low_severe + o.high_severe
-        lines.append(f"  Outliers (Tukey fences): {o.low} low, {o.high} high"
-                     f"{f' ({severe} severe)' if severe else ''} of {s.n}")
-    else:
-        lines.append(f"  Outliers (Tukey fences): none of {s.n}")
-    info = m.info or {}
-    if "converged" in info:
-        achieved = info.get("relative_ci")
-        achieved_text = f"{achieved * 100:.2f}%" if isinstance(achieved, float) and \
-            math.isfinite(achieved) else "n/a"
-        lines.append(
-            f"  {'Converged' if info['converged'] else 'NOT converged'}: relative CI "
-            f"{achieved_text}, target {info.get('target', math.nan) * 100:.2f}% "
-            f"(stopped on {info.get('stop_reason')})"
-        )
-    return "\n".join(lines)

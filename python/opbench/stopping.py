@@ -32,13 +32,13 @@ from collections.abc import Callable
 from typing import Any
 
 from opbench import environment
-from opbench._checks import check_run_times
+from opbench._checks import check_count, check_run_times
 from opbench._threads import set_torch_threads
 from opbench.errors import attach
 from opbench.measurement import Measurement
-from opbench.stats import DEFAULT_CONFIDENCE, _check_confidence, _relative_half_width
+from opbench.stats import DEFAULT_CONFIDENCE, check_confidence, relative_half_width
 
-__all__ = ["converge"]
+__all__ = ["converge", "sample"]
 
 # Plateau: after this many times more samples, the interval must have narrowed
 # to under _PLATEAU_RATIO of its width (iid noise gives 1/sqrt(4) = 0.5; a
@@ -49,6 +49,47 @@ _PLATEAU_RATIO = 1.0
 # interval at 10 samples would end an iid run early); from 50 on they are stable.
 _PLATEAU_MIN_EARLIER = 50
 
+
+def sample(
+    timer: Any,
+    *,
+    min_run_time: float = 0.2,
+    min_samples: int = 10,
+    max_run_time: float | None = None,
+) -> Measurement:
+    """``blocked_autorange`` with a floor on the number of samples: blocks of torch's
+    size until at least ``min_run_time`` seconds *and* ``min_samples`` blocks were
+    measured, or ``max_run_time`` seconds are spent.
+
+    A regression gate needs samples, not only time: a 50 ms statement under
+    ``min_run_time=0.2`` gives 4 blocks, too few for any interval, and a gate
+    that cannot decide must not pass a 2x slowdown. ``info["min_samples"]``
+    records the floor asked for.
+
+    Example:
+        >>> import opbench
+        >>> m = sample(opbench.Timer("sum(range(50))"), min_run_time=0.01, min_samples=12)
+        >>> len(m.times) >= 12
+        True
+
+    Raises:
+        ValueError: bad times or ``min_samples``.
+    """
+    check_count("min_samples", min_samples)
+    check_run_times(min_run_time, max_run_time if max_run_time is not None else min_run_time)
+    number = timer.block_size(min_run_time)
+    times: list[float] = []
+    total = 0.0
+    with set_torch_threads(timer.task_spec.num_threads):
+        while total < min_run_time or len(times) < min_samples:
+            t = timer.run(number)
+            times.append(t)
+            total += t
+            if max_run_time is not None and total >= max_run_time:
+                break
+    m = timer.measurement(number, times)
+    m.info["min_samples"] = min_samples
+    return m
 
 
 def converge(
@@ -81,9 +122,8 @@ def converge(
     """
     if not 0 < target < 1:
         raise ValueError(f"target must be a relative width in (0, 1), e.g. 0.01; got {target!r}")
-    _check_confidence(confidence)
-    if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
-        raise ValueError(f"min_samples must be a positive int, got {min_samples!r}")
+    check_confidence(confidence)
+    check_count("min_samples", min_samples)
     check_run_times(min_run_time, max_run_time)
     environment.check_machine()
 
@@ -103,7 +143,7 @@ def converge(
             if callback:
                 callback(number, t)
             # The relative interval is the same on raw block times as per run.
-            rel = _relative_half_width(ordered, confidence)
+            rel = relative_half_width(ordered, confidence)
             history.append(rel)
             if len(times) >= min_samples and total >= min_run_time:
                 if rel <= target:

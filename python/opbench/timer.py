@@ -18,6 +18,7 @@ nothing else.
 from __future__ import annotations
 
 import enum
+import functools
 import sys
 import textwrap
 import types
@@ -52,10 +53,49 @@ def _normalize(src: str) -> str:
     return (src[1:] if src and src[0] == "\n" else src).rstrip()
 
 
+def _target(fn: Callable[..., Any]) -> Any:
+    """What a callable runs: the function of a partial or a bound method, else itself."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__func__", fn)
+
+
+def _qualname(fn: Callable[..., Any]) -> str:
+    target = _target(fn)
+    if not hasattr(target, "__qualname__"):  # an instance with __call__: its class
+        target = type(target)
+    return str(getattr(target, "__qualname__", None) or getattr(target, "__name__", "callable"))
+
+
 def _describe_callable(fn: Callable[..., Any]) -> str:
-    """``f()``, ``Model.forward()``: the text a callable stands for in results."""
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    return f"{name.rpartition('<locals>.')[2]}()"
+    """``f()``, ``Model.forward()``, ``partial(f)()``: the text a callable stands for in
+    results. Never a repr: those hold memory addresses and argument values."""
+    name = _qualname(fn).rpartition("<locals>.")[2]
+    return f"partial({name})()" if isinstance(fn, functools.partial) else f"{name}()"
+
+
+def callable_name(fn: Callable[..., Any]) -> str:
+    """The module-qualified name a callable is known by across runs (``pkg.mod.f``,
+    ``tests.test_x.test_sort.<locals>.<lambda>``): stable, unlike its repr."""
+    target = _target(fn)
+    module = getattr(target, "__module__", None) or getattr(type(target), "__module__", "")
+    name = f"{module}.{_qualname(fn)}" if module else _qualname(fn)
+    return f"partial({name})" if isinstance(fn, functools.partial) else name
+
+
+def callable_source(fn: Callable[..., Any]) -> str | None:
+    """Where a Python callable is defined (``file.py:LINE``), plus a partial's argument
+    kinds: tells apart two callables with one name (two lambdas in one test)."""
+    code = getattr(_target(fn), "__code__", None)
+    if code is None:
+        return None
+    where = f"{code.co_filename}:{code.co_firstlineno}"
+    if isinstance(fn, functools.partial):
+        simple = (int, float, str, bool, type(None))
+        args = [repr(a) if isinstance(a, simple) else type(a).__name__
+                for a in (*fn.args, *fn.keywords.values())]
+        where += f" partial({', '.join([*args[:len(fn.args)], *fn.keywords])})"
+    return where
 
 
 def _names_used(code: Any) -> set[str]:
@@ -112,6 +152,9 @@ class Timer:
         setup_per_block: C++ only. By default a C++ setup runs once per
             measurement (torch re-runs it before every block, so state the
             statement changes is reset each block); True restores torch's way.
+        name: the benchmark's name in results files and regression gates
+            (``TaskSpec.key``). Default: for a callable timed without labels,
+            its module-qualified name; otherwise the labels, else the statement.
 
     Raises:
         TypeError: ``stmt`` or ``setup`` is neither a string nor a callable.
@@ -149,6 +192,7 @@ class Timer:
         l2_cache: str = "warm",
         setup_per_block: bool = False,
         record_first_call: bool = False,
+        name: str | None = None,
     ) -> None:
         # As given, for `kwargs` (and pickling): Timer(**t.kwargs) is the same Timer.
         self._kwargs: dict[str, Any] = {
@@ -158,11 +202,12 @@ class Timer:
             "num_threads": num_threads, "language": language,
             "device_timing": device_timing, "l2_cache": l2_cache,
             "setup_per_block": setup_per_block, "record_first_call": record_first_call,
+            "name": name,
         }
-        for name, value in (("stmt", stmt), ("setup", setup)):
+        for what, value in (("stmt", stmt), ("setup", setup)):
             if not isinstance(value, str) and not callable(value):
                 raise TypeError(
-                    f"{name} must be a string of code or a zero-argument callable, "
+                    f"{what} must be a string of code or a zero-argument callable, "
                     f"got {type(value).__name__}"
                 )
         check_count("num_threads", num_threads)
@@ -218,6 +263,14 @@ class Timer:
 
             self._engine = DeviceEngine(self._engine, device_timing, l2_cache)
         self._info: dict[str, Any] = {}
+        if callable(stmt):
+            source = callable_source(stmt)
+            if source is not None:
+                self._info["source"] = source
+            if name is None and not (label or sub_label or description):
+                name = callable_name(stmt)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
         self._record_first_call = record_first_call
         self._overhead: float | None = None
         # Warnings about the measurement in progress (opbench.errors.recording).
@@ -231,6 +284,7 @@ class Timer:
             description=description,
             env=env,
             num_threads=num_threads,
+            name=name,
         )
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import textwrap
 from typing import Any
@@ -37,7 +38,7 @@ def _standardize(stats: FunctionCounts) -> FunctionCounts:
     # One transform per rule, in order, as torch does: a later rule sees the
     # earlier one's output and colliding names are summed at each step.
     for pattern, replacement in _STANDARDIZE:
-        stats = stats.transform(lambda fn, p=pattern, r=replacement: p.sub(r, fn))
+        stats = stats.transform(functools.partial(pattern.sub, replacement))
     return stats
 
 

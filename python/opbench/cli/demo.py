@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 
-from opbench.cli import UsageError, command_parser
+from opbench.cli import UsageError, add_color_option, command_parser, use_color
 
 _SIZES = (1, 64, 1024, 10000)
 
@@ -24,10 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="thread counts (default: 1 and 2, or 1 alone on one core)")
     p.add_argument("--sizes", type=int, nargs="+", default=list(_SIZES),
                    help="batch and feature sizes to cross (default 1 64 1024 10000)")
-    # Colour by default, as the recipe's colorize() does: the colours are the point
-    # of the table. `auto` colours only on a terminal.
-    p.add_argument("--color", choices=("auto", "always", "never"), default="always",
-                   help="colourise the table (default: always)")
+    add_color_option(p)
     return p
 
 
@@ -47,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import torch
     except ImportError:
-        raise UsageError("the demo times torch ops: pip install torch==2.13.0") from None
+        raise UsageError("the demo times torch ops: pip install torch") from None
     import opbench
 
     if args.min_run_time <= 0:
@@ -68,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 ).blocked_autorange(min_run_time=args.min_run_time))
     compare = opbench.Compare(results)
     compare.trim_significant_figures()
-    if args.color == "always" or (args.color == "auto" and sys.stdout.isatty()):
+    if use_color(args.color):
         compare.colorize()
     compare.print()
     return 0

@@ -10,15 +10,14 @@ works::
     True
 
 Importing this package is cheap: it imports neither torch nor a compiler
-driver. ``CppTimer`` (the C++ engine, ``opbench.engines.cpp.CppEngine``) and
-the error types load on first access.
+driver. The C++ engine (``Timer(..., language="c++")``) is
+``opbench.engines.cpp``.
 """
 from __future__ import annotations
 
 import os
-from typing import Any
 
-__all__ = ["include_dir", "CppTimer", "CompileError", "CompilerNotFoundError"]
+__all__ = ["include_dir"]
 
 
 def include_dir() -> str:
@@ -36,16 +35,3 @@ def include_dir() -> str:
         "opbench's C++ headers are missing (looked in " + ", ".join(candidates) + "); "
         "reinstall opbench"
     )
-
-
-def __getattr__(name: str) -> Any:
-    # Lazy, so `import opbench` stays free of subprocess/ctypes/hashlib work.
-    if name == "CppTimer":
-        from opbench.engines.cpp import CppEngine
-
-        return CppEngine
-    if name in ("CompileError", "CompilerNotFoundError"):
-        from opbench import errors
-
-        return getattr(errors, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,9 +22,9 @@ plain ``timeit.Timer``-like object (a mock) is wrapped in ``Foreign``.
 Example:
     >>> class Fixed(Engine):
     ...     def timeit(self, number):
-    ...         return 1e-6 * number
-    >>> Fixed().timeit(10), Fixed().samples(10, [1e-5]), Fixed().clock
-    (1e-05, (10, [1e-05]), None)
+    ...         return 0.5 * number
+    >>> Fixed().timeit(10), Fixed().samples(10, [5.0]), Fixed().clock
+    (5.0, (10, [5.0]), None)
 """
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opbench.cuda import DeviceTimer
 from opbench.engines import Engine
 
 __all__ = ["DeviceEngine"]
@@ -34,8 +35,6 @@ class DeviceEngine(Engine):
     """
 
     def __init__(self, statement: Engine, mode: str, l2_cache: str) -> None:
-        from opbench.cuda import DeviceTimer
-
         self._device = DeviceTimer(statement.as_callable(), mode=mode, cache=l2_cache)
         # Per-call modes: the Measurement holds each call, not the blocks' sums.
         self._calls: list[float] | None = (

@@ -120,9 +120,8 @@ class PythonEngine(Engine):
         if callable(stmt):
             self._stmt_fn: Callable[[], Any] | None = stmt
             self._inner = None
-            if self._setup_fn is None:
-                check_syntax(setup, "setup")
-                self._setup_code = compile(setup, "<setup>", "exec")
+            if not callable(setup):
+                self._setup_code = check_syntax(setup, "setup")
             return
         self._stmt_fn = None
         self._stmt_src = stmt
@@ -160,6 +159,7 @@ class PythonEngine(Engine):
             return self._inner(itertools.repeat(None, number), self._timer)
         self._run_setup()
         fn = self._stmt_fn
+        assert fn is not None  # a string statement ran in the template above
         if self._timer is default_timer and not is_python_code(fn):
             # The native loop: C clock reads, vectorcall, no Python loop.
             return _C.time_call(fn, number, accelerator_sync())

@@ -101,7 +101,9 @@ def _sparse_dim_parameters() -> list[FuzzedParameter]:
 def _sparse_tensor(name: str, size: tuple[str, ...], dtype: Any, cuda: bool) -> Any:
     return FuzzedSparseTensor(name=name, size=size, dim_parameter="dim_parameter",
                               sparse_dim="sparse_dim", density="density", coalesced="coalesced",
-                              dtype=dtype, cuda=cuda, **_DENSE_ELEMENT_LIMITS)
+                              dtype=dtype, cuda=cuda,
+                              min_elements=_DENSE_ELEMENT_LIMITS["min_elements"],
+                              max_elements=_DENSE_ELEMENT_LIMITS["max_elements"])
 
 
 _POW_TWO_MIX = (("k_any", 0.8), ("k_pow2", 0.2))

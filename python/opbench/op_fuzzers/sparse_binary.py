@@ -13,8 +13,15 @@ import torch
 
 from opbench.fuzzer import FuzzedParameter, Fuzzer, ParameterAlias
 from opbench.op_fuzzers import (
-    _POW_TWO_MIX, _POW_TWO_SIZES, _SIZE_NAMES, _random_value_parameter, _shape_parameters,
-    _sparse_dim_parameters, _sparse_parameters, _sparse_tensor)
+    _POW_TWO_MIX,
+    _POW_TWO_SIZES,
+    _SIZE_NAMES,
+    _random_value_parameter,
+    _shape_parameters,
+    _sparse_dim_parameters,
+    _sparse_parameters,
+    _sparse_tensor,
+)
 
 __all__ = ["BinaryOpSparseFuzzer"]
 

@@ -14,8 +14,13 @@ import torch
 
 from opbench.fuzzer import Fuzzer
 from opbench.op_fuzzers import (
-    _DENSE_ELEMENT_LIMITS, _SIZE_NAMES, _dense_tensor, _dim_parameter, _shape_parameters,
-    _step_parameters)
+    _DENSE_ELEMENT_LIMITS,
+    _SIZE_NAMES,
+    _dense_tensor,
+    _dim_parameter,
+    _shape_parameters,
+    _step_parameters,
+)
 
 __all__ = ["SpectralOpFuzzer"]
 

@@ -13,8 +13,16 @@ import torch
 
 from opbench.fuzzer import Fuzzer
 from opbench.op_fuzzers import (
-    _DENSE_ELEMENT_LIMITS, _POW_TWO_MIX, _POW_TWO_SIZES, _SIZE_NAMES, _dense_tensor,
-    _dim_parameter, _random_value_parameter, _shape_parameters, _step_parameters)
+    _DENSE_ELEMENT_LIMITS,
+    _POW_TWO_MIX,
+    _POW_TWO_SIZES,
+    _SIZE_NAMES,
+    _dense_tensor,
+    _dim_parameter,
+    _random_value_parameter,
+    _shape_parameters,
+    _step_parameters,
+)
 
 __all__ = ["UnaryOpFuzzer"]
 

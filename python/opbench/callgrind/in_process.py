@@ -1,0 +1,130 @@
+"""Instruction counts of a callable in *this* process, which must be running under callgrind.
+
+``collect_callgrind`` starts a child under valgrind and sends it the statement;
+that cannot work for code that lives only inside a running test (closures over
+fixtures, objects built by the test). The pytest plugin's instruction mode
+(``--opbench-mode=instructions``) instead runs the whole session under
+``valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no`` and
+counts each benchmark where it is: instrumentation is switched on only around
+each measured loop by callgrind's client requests, and each loop ends in a
+named dump that this module reads back with opbench's own parser.
+
+Counts repeat exactly from run to run when the loop starts from the same
+state each time, so each repeat runs a fresh copy of the loop's code once
+uncounted (CPython specialises bytecode as it runs it) before the counted run,
+after a garbage collection and a ``malloc_trim``; the pytest plugin also fixes
+``PYTHONHASHSEED``. The empty-call loop is counted the same way and reported
+as the baseline.
+
+Example (only under valgrind; see ``opbench.pytest_plugin``)::
+
+    counts = count(lambda: sorted(xs), number=100, repeats=3, task_spec=spec,
+                   out_prefix=os.environ[OUT_PREFIX_ENV])
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from opbench import _C
+from opbench.callgrind._parse import parse_callgrind_out
+from opbench.callgrind.function_counts import FunctionCount, FunctionCounts
+from opbench.errors import CallgrindError, CallgrindUnavailableError
+from opbench.instructions import InstructionCounts
+from opbench.measurement import TaskSpec
+
+__all__ = ["OUT_PREFIX_ENV", "count", "running"]
+
+# Set by whoever starts valgrind (the pytest plugin): callgrind's --callgrind-out-file,
+# where the dumps this process asks for are written (as PREFIX.1, PREFIX.2, ...).
+OUT_PREFIX_ENV = "OPBENCH_CALLGRIND_OUT"
+
+_LOOP = "def loop(fn, runs):\n    for _ in runs:\n        fn()\n"
+
+
+def running() -> bool:
+    """Whether this process runs under valgrind with opbench's client requests built in."""
+    return bool(_C.callgrind.available() and _C.callgrind.running_on_valgrind())
+
+
+def _trim() -> None:
+    # glibc consolidates its free lists at moments that depend on the heap's
+    # history; trimming before each loop starts every repeat from the same heap.
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _noop() -> None:
+    pass
+
+
+def _take_dump(prefix: str) -> int:
+    """The denoised total of the one numbered dump under ``prefix`` (PREFIX.N), which is
+    then deleted: each dump is read right after it is written, so exactly one is there."""
+    folder, base = os.path.split(prefix)
+    found = [name for name in os.listdir(folder or ".")
+             if name.startswith(base + ".") and name[len(base) + 1:].isdigit()]
+    if len(found) != 1:
+        raise CallgrindError(f"expected one new callgrind dump under {prefix}, found "
+                             f"{len(found)}: is this process running under valgrind with "
+                             f"--callgrind-out-file={prefix}?")
+    path = os.path.join(folder, found[0])
+    with open(path) as f:
+        profile = parse_callgrind_out(f.read().splitlines())
+    os.unlink(path)
+    rows = tuple(FunctionCount(c, fn) for fn, c in profile.exclusive.items() if c)
+    return FunctionCounts(rows, inclusive=False).denoise().sum()
+
+
+def _counted(fn: Callable[[], Any], number: int, prefix: str, label: str) -> int:
+    """One counted loop of ``number`` calls, its code fresh and run once uncounted."""
+    namespace: dict[str, Any] = {}
+    exec(compile(_LOOP, f"<opbench {label}>", "exec"), namespace)
+    loop = namespace["loop"]
+    loop(fn, range(number))  # specialise this copy's bytecode, uncounted
+    gc.collect()
+    _trim()
+    cg = _C.callgrind
+    cg.toggle_collect()
+    loop(fn, range(number))
+    cg.toggle_collect()
+    cg.dump_stats(f"opbench {label}")
+    return _take_dump(prefix)
+
+
+def count(fn: Callable[[], Any], *, number: int, repeats: int, task_spec: TaskSpec,
+          out_prefix: str) -> InstructionCounts:
+    """Counts ``repeats`` loops of ``number`` calls of ``fn`` (and of an empty call).
+
+    Raises:
+        CallgrindUnavailableError: not running under valgrind (or built without
+            valgrind's headers).
+        CallgrindError: callgrind wrote no dump where ``out_prefix`` says.
+    """
+    if not running():
+        raise CallgrindUnavailableError(
+            "in-process instruction counts need this process to run under valgrind "
+            "(`valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no ...`); "
+            "the pytest plugin's --opbench-mode=instructions starts it for you")
+    for _ in range(min(number, 10)):  # first-call costs (imports, caches), uncounted
+        fn()
+    frozen = gc.get_freeze_count()
+    gc.freeze()  # what exists now is not re-scanned inside the counted loops
+    _C.callgrind.start_instrumentation()
+    try:
+        counts = tuple(_counted(fn, number, out_prefix, "stmt") for _ in range(repeats))
+        baseline = _counted(_noop, number, out_prefix, "baseline")
+    finally:
+        _C.callgrind.stop_instrumentation()
+        if not frozen:
+            gc.unfreeze()
+    return InstructionCounts(number, counts, task_spec, baseline=baseline,
+                             info={"denoised": True, "collected": "in process",
+                                   "spread": (max(counts) - min(counts))
+                                   / max(statistics.median(counts), 1)})

@@ -1,0 +1,74 @@
+"""opbench.decide: verdicts on independent samples, paired looks and instruction counts."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from opbench import decide
+
+
+def times(seed, scale=1.0, n=40, noise=0.01):
+    rng = random.Random(seed)
+    return [1e-5 * scale * (1 + rng.gauss(0, noise)) for _ in range(n)]
+
+
+def test_verdicts_against_a_symmetric_threshold():
+    assert decide.verdict(1.05, 1.12, 0.02) == "slower"
+    assert decide.verdict(1 / 1.12, 1 / 1.05, 0.02) == "faster"
+    assert decide.verdict(0.99, 1.01, 0.02) == "same"
+    assert decide.verdict(0.99, 1.05, 0.02) == "inconclusive"
+    assert decide.verdict(0.0, math.inf, 0.02) == "inconclusive"
+
+
+def test_hodges_lehmann_of_an_exact_factor():
+    base = times(1)
+    d = decide.two_samples(base, [t * 1.1 for t in base], 0.05)
+    assert d.ratio == pytest.approx(1.1) and d.ci[0] <= 1.1 <= d.ci[1]
+    assert d.ci[1] / d.ci[0] < 1.02 and d.verdict == "slower"
+    big = decide.two_samples(times(1, n=2000), times(2, n=2000), 0.05)  # thinned, still sane
+    assert big.ci[0] <= 1 <= big.ci[1] and math.isclose(big.ratio, 1, rel_tol=0.01)
+
+
+def test_too_few_samples_form_no_interval_but_keep_the_median_ratio():
+    d = decide.two_samples([1.0, 1.1, 0.9], [2.0, 2.2, 1.8], 0.05)
+    assert d.verdict == "inconclusive" and d.ci is None
+    assert d.median_ratio == pytest.approx(2.0)
+    assert d.possible_regression and not d.possible_improvement
+    assert "3 and 3 samples" in d.reason
+    assert decide.two_samples([2.0] * 3, [1.0] * 3, 0.05).possible_improvement
+
+
+def test_counts_are_exact():
+    d = decide.counts([10_000], [10_100], 0.005)
+    assert (d.verdict, d.ratio, d.ci) == ("slower", 1.01, (1.01, 1.01))
+    assert decide.counts([10_000], [10_030], 0.005).verdict == "same"
+
+
+@pytest.mark.parametrize("bad", [[], [0.0], [-1.0], [float("nan")], [float("inf")]])
+def test_impossible_samples_are_refused(bad):
+    with pytest.raises(ValueError, match="old"):
+        decide.two_samples(bad, [1.0] * 5, 0.05)
+
+
+@pytest.mark.parametrize("threshold", [0, 1, -0.1, 2])
+def test_bad_thresholds_are_refused(threshold):
+    with pytest.raises(ValueError, match="threshold"):
+        decide.two_samples([1.0] * 5, [1.0] * 5, threshold)
+
+
+def test_the_looks_spend_at_most_the_error_budget():
+    schedule = decide.looks(10)
+    assert schedule[0] == 10 and all(b > a for a, b in zip(schedule, schedule[1:]))
+    spent = sum(1 - decide.look_confidence(i, 0.95) for i in range(1, len(schedule) + 1))
+    assert spent <= 0.05 + 1e-12
+    assert decide.look_confidence(1, 0.95) > 0.95  # the first look is already stricter
+
+
+def test_paired_decision_on_log_ratios():
+    rng = random.Random(0)
+    logs = sorted(math.log(1.1) + rng.gauss(0, 0.01) for _ in range(60))
+    d = decide.paired(logs, 0.02, 0.95, look=3)
+    assert d.verdict == "slower" and d.ratio == pytest.approx(1.1, rel=0.01)
+    assert decide.paired(logs[:3], 0.02, 0.95, look=1).ci is None
