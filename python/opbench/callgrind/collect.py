@@ -88,9 +88,9 @@ def _built_with_debug_symbols() -> bool:
 
 def _job(timer: Any, data_dir: str, *, number: int, repeats: int, collect_baseline: bool,
          where: str = "") -> _child.Job:
-    from opbench.timer import Language
+    from opbench.engines.cpp import CppEngine  # here: engines.cpp is slow to import
 
-    if timer.language == Language.CPP:
+    if isinstance(timer.engine, CppEngine):
         return _child.cpp_job(timer, number=number, repeats=repeats)
     return _child.python_job(timer, data_dir, number=number, repeats=repeats,
                              collect_baseline=collect_baseline, where=where)
@@ -202,10 +202,11 @@ def collect_callgrind_all(
     files. Sweeps from several threads take turns.
 
     Example (needs valgrind):
-        >>> import opbench  # doctest: +SKIP
-        >>> timers = [opbench.Timer(f"sorted(range({n}))") for n in (10, 100)]  # doctest: +SKIP
-        >>> [s.counts() for s in opbench.collect_callgrind_all(timers)]  # doctest: +SKIP
-        [22614, 80314]
+        >>> import opbench
+        >>> timers = [opbench.Timer(f"sorted(range({n}))") for n in (10, 1000)]
+        >>> small, large = opbench.collect_callgrind_all(timers, number=10)
+        >>> small.number_per_run, small.counts() < large.counts()
+        (10, True)
     """
     from opbench.callgrind import worker as workers
     from opbench.progress import Progress

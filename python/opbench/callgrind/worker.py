@@ -164,11 +164,15 @@ def _remove(*paths: str) -> None:
 class Worker:
     """One valgrind process running ``_serve.main``; serves Jobs one at a time.
 
-    Example (needs valgrind)::
+    Example (needs valgrind; a statement with two repeats: two dump files)::
 
-        >>> w = Worker()  # doctest: +SKIP
-        >>> files = w.run(job)  # doctest: +SKIP  (callgrind.out.PID.N, one per loop)
-        >>> w.close()  # doctest: +SKIP
+        >>> import tempfile, opbench
+        >>> from opbench.callgrind._child import python_job
+        >>> with tempfile.TemporaryDirectory() as data, Worker() as w:
+        ...     job = python_job(opbench.Timer("sorted(range(10))"), data, number=10,
+        ...                      repeats=2, collect_baseline=False)
+        ...     [os.path.basename(f).rsplit(".", 1)[1] for f in w.run(job)]
+        ['1', '2']
     """
 
     def __init__(self, torch: bool = False, preload: Iterable[str] = ()) -> None:
