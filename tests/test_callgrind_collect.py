@@ -6,9 +6,9 @@ import functools
 import math
 import os
 import signal
-import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -135,27 +135,39 @@ def test_child_failure_quotes_its_stderr():
 
 @needs_valgrind
 def test_ctrl_c_kills_the_child_and_removes_files(monkeypatch):
-    started: list[subprocess.Popen] = []
-    real_popen = subprocess.Popen
+    from opbench.callgrind import worker as cg_worker
 
-    def spy(*args, **kwargs):
-        proc = real_popen(*args, **kwargs)
-        started.append(proc)
-        # Ctrl-C arrives while we wait for the child.
+    started: list[cg_worker.Worker] = []
+    real_run = cg_worker.Worker.run
+
+    def spy(self, job, on_dump=None):
+        started.append(self)
+        # Ctrl-C arrives while we wait for the statement's process.
         threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-        return proc
+        return real_run(self, job, on_dump)
 
-    monkeypatch.setattr(cg_collect.subprocess, "Popen", spy)
+    monkeypatch.setattr(cg_worker.Worker, "run", spy)
     setup = ("import time\nfrom opbench._C import callgrind as c\n"
              "if c.running_on_valgrind(): time.sleep(120)")
     with pytest.raises(KeyboardInterrupt):
         opbench.Timer("pass", setup=setup).collect_callgrind(number=1)
-    (proc,) = started
-    assert proc.returncode is not None  # reaped: killed, not left running
-    work = os.path.dirname(next(a for a in proc.args if a.endswith("child.py")))
-    assert not os.path.exists(work)
+    (worker,) = started
+    assert not worker.alive and not os.path.exists(worker.dir)
+    # The statement's own process (the worker's child, in its process group) is gone too.
+    assert group_ends(worker.pid)
 
 
+def group_ends(pgid: int, timeout: float = 10.0) -> bool:
+    """Whether process group `pgid` is empty within `timeout` s (a killed process
+    lingers until the kernel, then init, is done with it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 @needs_valgrind

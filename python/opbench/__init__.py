@@ -21,6 +21,7 @@ from opbench._threads import set_torch_threads
 from opbench._version import __version__
 from opbench.ab import ABResult, compare_ab
 from opbench.callgrind import CallgrindStats, CopyIfCallgrind, FunctionCount, FunctionCounts
+from opbench.callgrind.collect import collect_callgrind_all
 from opbench.compare import Colorize, Compare
 from opbench.cpp import include_dir
 from opbench.errors import (
@@ -115,6 +116,7 @@ __all__ = [
     "Timer",
     "UsageError",
     "compare_ab",
+    "collect_callgrind_all",
     "cuda",
     "default_timer",
     "include_dir",

@@ -1,13 +1,13 @@
-"""The program the callgrind child runs: generated Python, plus the globals it loads.
+"""What crosses into the callgrind worker: one Job per statement, built in the caller.
 
-The child runs under ``valgrind --instr-atstart=no --collect-atstart=no``, so
-the interpreter start, ``import torch``, the user's setup and the warm-up all
-run uninstrumented (several times faster than instrumented). Only then does it
-switch instrumentation on, and each measured loop is bracketed by collect
-toggles and followed by a dump, one output file per loop.
+A Job is plain data (strings, numbers, file names), pickled to the worker
+(``_serve.py``), which runs under valgrind. Globals are written to files here,
+in the caller, so a global that does not serialize is refused before any
+worker starts, naming the global.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import re
@@ -19,6 +19,8 @@ from typing import Any
 from opbench.callgrind.globals import CopyIfCallgrind
 from opbench.errors import SerializationError
 
+__all__ = ["GlobalFile", "Job", "block_stmt", "cpp_job", "python_job"]
+
 # Statements per unrolled block: a Python `for` costs instructions of its own,
 # so the loop runs 100 copies of the statement per iteration (as torch does,
 # which keeps counts comparable).
@@ -26,6 +28,41 @@ _BLOCK = 100
 
 STMT_FN = "__opbench_stmt"
 SETUP_FN = "__opbench_setup"
+
+
+@dataclasses.dataclass(frozen=True)
+class GlobalFile:
+    """A global written to ``path`` with ``how`` ("pickle", "torch" or "jit"); ``setup``
+    is the code its CopyIfCallgrind asks to run before it is loaded."""
+
+    name: str
+    path: str
+    how: str
+    setup: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One statement for the worker. ``kind`` is "python" or "cpp"; ``title`` names
+    the statement in messages."""
+
+    kind: str
+    title: str
+    number: int
+    repeats: int
+    num_threads: int
+    import_torch: bool
+    collect_baseline: bool = False
+    stmt: str = ""
+    setup: str = ""
+    global_setup: str = ""
+    globals: tuple[GlobalFile, ...] = ()
+    library: str = ""  # kind == "cpp": the compiled Timer library
+
+    @property
+    def dumps(self) -> int:
+        """How many callgrind dumps the job writes (one per repeat, plus the baseline)."""
+        return self.repeats + int(self.collect_baseline)
 
 
 def block_stmt(stmt: str, number: int) -> str:
@@ -58,7 +95,7 @@ def _serializer(value: Any) -> str:
     return "pickle"
 
 
-def _dump(name: str, value: Any, path: str, how: str) -> None:
+def _dump(what: str, value: Any, path: str, how: str) -> None:
     try:
         if how == "jit":
             _torch_module().jit.save(value, path)  # type: ignore[union-attr]
@@ -69,26 +106,28 @@ def _dump(name: str, value: Any, path: str, how: str) -> None:
                 pickle.dump(value, f)
     except Exception as e:  # pickle raises several types; all mean the same here
         raise SerializationError(
-            f"collect_callgrind cannot copy {name} of type {type(value).__name__} into the "
+            f"collect_callgrind cannot copy {what} of type {type(value).__name__} into the "
             f"callgrind process: it does not serialize ({type(e).__name__}: {e}). Create it in "
             f"`setup` instead, or pass a picklable value."
         ) from e
 
 
-def _load_line(name: str, path: str, how: str) -> str:
+def load(path: str, how: str) -> Any:
+    """The worker's side of _dump."""
     if how == "jit":
-        return f"{name} = __import__('torch').jit.load({path!r})"
+        return __import__("torch").jit.load(path)
     if how == "torch":
-        return f"{name} = __import__('torch').load({path!r}, weights_only=False)"
-    # __import__: the user's namespace gets the loaded name and nothing else.
-    return f"with open({path!r}, 'rb') as __f:\n    {name} = __import__('pickle').load(__f)"
+        return __import__("torch").load(path, weights_only=False)
+    with open(path, "rb") as f:
+        return pickle.load(f)
 
 
-def globals_loader(user_globals: dict[str, Any], data_dir: str) -> tuple[str, bool]:
-    """Writes the wrapped globals to `data_dir`; returns the code that loads them
-    and whether that code needs torch. Raises ValueError naming a bad global."""
+def _globals(user_globals: dict[str, Any], data_dir: str,
+             where: str) -> tuple[list[GlobalFile], bool]:
+    """Writes the wrapped globals to `data_dir`; returns them and whether loading
+    them needs torch. Raises ValueError / SerializationError naming a bad global."""
     torch = _torch_module()
-    lines: list[str] = []
+    files: list[GlobalFile] = []
     needs_torch = False
     for name, value in user_globals.items():
         if name == "__builtins__":
@@ -101,23 +140,15 @@ def globals_loader(user_globals: dict[str, Any], data_dir: str) -> tuple[str, bo
         if not isinstance(value, CopyIfCallgrind):
             raise ValueError(
                 "`collect_callgrind` requires that globals be wrapped in "
-                "`CopyIfCallgrind` so that serialization is explicit."
+                f"`CopyIfCallgrind` so that serialization is explicit ({where}global {name!r})."
             )
         how = _serializer(value.value)
         needs_torch |= how != "pickle"
-        path = os.path.join(data_dir, f"{len(lines)}.bin")
-        _dump(f"global {name!r}", value.value, path, how)
-        if value.setup is not None:
-            lines.append(textwrap.dedent(value.setup))
-        lines.append(_load_line(name, path, how))
-    return "\n".join(lines), needs_torch
-
-
-def callable_loader(name: str, fn: Any, data_dir: str, what: str) -> str:
-    """Pickles a callable stmt/setup; returns the code that loads it as `name`."""
-    path = os.path.join(data_dir, f"{name}.bin")
-    _dump(what, fn, path, "pickle")
-    return _load_line(name, path, "pickle")
+        path = os.path.join(data_dir, f"{len(files)}.bin")
+        _dump(f"{where}global {name!r}", value.value, path, how)
+        setup = textwrap.dedent(value.setup) if value.setup is not None else None
+        files.append(GlobalFile(name, path, how, setup))
+    return files, needs_torch
 
 
 _MENTIONS_TORCH = re.compile(r"\btorch\b")
@@ -127,143 +158,53 @@ def mentions_torch(*code: str) -> bool:
     return any(_MENTIONS_TORCH.search(c) for c in code)
 
 
-# Child code defining `__trim(0)`. glibc's malloc consolidates its free lists
-# lazily, at moments that depend on the heap's history; done inside a measured
-# loop that costs ~1% of a small torch op's count, in some repeats and not
-# others. Trimming before every loop starts each one from the same heap.
-_MALLOC_TRIM = """\
-try:
-    import ctypes
-    __trim = ctypes.CDLL(None).malloc_trim
-except (OSError, AttributeError):
-    __trim = lambda pad: 0
-"""
+def title(timer: Any) -> str:
+    """The statement as messages name it: its first line, and its label if any."""
+    spec = timer.task_spec
+    first = (spec.stmt.strip().splitlines() or [""])[0]
+    parts = [f"`{first}`"] + [p for p in (spec.label, spec.sub_label, spec.description) if p]
+    return " | ".join(parts)
 
 
-def script(
-    *,
-    stmt: str,
-    setup: str,
-    global_setup: str,
-    load_code: str,
-    number: int,
-    repeats: int,
-    collect_baseline: bool,
-    import_torch: bool,
-    num_threads: int,
-) -> str:
-    """The child program. User code runs in its own namespace, at module level
-    (names are globals, as in torch's generated script)."""
-    torch_lines = (
-        f"import torch\ntorch.set_num_threads({num_threads})\n__ns['torch'] = torch\n"
-        if import_torch else ""
+def python_job(timer: Any, data_dir: str, *, number: int, repeats: int,
+               collect_baseline: bool, where: str = "") -> Job:
+    """The Job for a Python Timer; globals and callables are written to `data_dir`.
+    ``where`` prefixes the names of globals in errors (e.g. "timers[3]: ")."""
+    spec = timer.task_spec
+    args = timer.kwargs  # as given: globals keep their CopyIfCallgrind wrappers
+    files, needs_torch = _globals(args.get("globals") or {}, data_dir, where)
+    stmt, setup = spec.stmt, spec.setup
+    for fn_name, key in ((STMT_FN, "stmt"), (SETUP_FN, "setup")):
+        if callable(args.get(key)):
+            path = os.path.join(data_dir, f"{fn_name}.bin")
+            _dump(f"{where}{key}", args[key], path, "pickle")
+            files.append(GlobalFile(fn_name, path, "pickle"))
+            if key == "stmt":
+                stmt = f"{fn_name}()"
+            else:
+                setup = f"{fn_name}()"
+    global_setup = spec.global_setup or ""
+    return Job(
+        kind="python", title=title(timer), number=number, repeats=repeats,
+        num_threads=spec.num_threads,
+        import_torch=needs_torch or mentions_torch(stmt, setup, global_setup),
+        collect_baseline=collect_baseline, stmt=stmt, setup=setup or "pass",
+        global_setup=global_setup, globals=tuple(files),
     )
 
-    def measured(body: str) -> str:
-        return f"__opbench_toggle()\n{body}__opbench_toggle()\n"
 
-    return f"""\
-import gc, os, pickle, sys
-from opbench._C import callgrind as __cg
-if not __cg.running_on_valgrind():
-    sys.exit("opbench callgrind child: not running under valgrind")
-__ns = {{"__name__": "__main__", "__opbench_toggle": __cg.toggle_collect}}
-{torch_lines}
-def __run(code, name):
-    exec(compile(code, name, "exec"), __ns)
+def cpp_job(timer: Any, *, number: int, repeats: int) -> Job:
+    """The Job for a C++ Timer: the worker drives the Timer's own compiled library
+    (compiled here, so compiler errors surface in the caller). No baseline, as torch."""
+    from opbench.errors import CallgrindUnavailableError
 
-__run({load_code!r}, "<globals>")
-__run({global_setup!r}, "<global_setup>")
-__run({setup!r}, "<setup>")
-__stmt = compile({measured(block_stmt(stmt, number))!r}, "<stmt>", "exec")
-__base = compile({measured(block_stmt("pass", number))!r}, "<baseline>", "exec")
-
-# Warm-up, uninstrumented: the statement's own caches (imports, allocator pools).
-__warm = "for _ in range({min(number, 10)}):\\n" + {textwrap.indent(stmt, "    ")!r}
-exec(compile(__warm, "<warmup>", "exec"), __ns)
-
-{_MALLOC_TRIM}
-def __reset():
-    gc.collect()
-    __trim(0)
-
-# Freeze what setup built so the per-repeat collection (instrumented) is cheap.
-gc.collect()
-gc.freeze()
-
-
-def __measure(code, reason):
-    # CPython specialises a code object's bytecode as it runs it, retrying failed
-    # specialisations with exponential backoff: one code object run repeatedly
-    # pays those retries in some repeats and not others. A fresh copy per repeat,
-    # run once with collection off (the toggles swapped for a no-op builtin of the
-    # same kind), makes every measured run the second run of its code: identical.
-    code = code.replace()
-    __ns["__opbench_toggle"] = __cg.running_on_valgrind
-    exec(code, __ns)
-    __ns["__opbench_toggle"] = __cg.toggle_collect
-    __reset()
-    exec(code, __ns)
-    __cg.dump_stats(reason)
-
-__cg.start_instrumentation()
-for __i in range({repeats}):
-    __measure(__stmt, "opbench stmt")
-{'__measure(__base, "opbench baseline")' if collect_baseline else ''}
-__cg.stop_instrumentation()
-sys.stdout.flush()
-sys.stderr.flush()
-# Skip interpreter teardown (slow under valgrind, and nothing left to measure).
-os._exit(0)
-"""
-
-
-def cpp_script(*, library: str, number: int, repeats: int, import_torch: bool,
-               num_threads: int) -> str:
-    """The child program for a C++ timer: drives the timer's own compiled library
-    (the file the parent built and cached) through the same ctypes entry points.
-
-    The library runs setup and a warm-up block uninstrumented; from then on it
-    toggles collection around each measured loop itself (in C++), so a count is
-    `number` runs of the statement plus a handful of loop entry/exit
-    instructions: no Python, no ctypes call, no clock read.
-    """
-    torch_lines = (f"import torch\ntorch.set_num_threads({num_threads})\n"
-                   if import_torch else "")
-    return f"""\
-import ctypes, os, sys
-from pathlib import Path
-from opbench._C import callgrind as __cg
-if not __cg.running_on_valgrind():
-    sys.exit("opbench callgrind child: not running under valgrind")
-{torch_lines}
-from opbench.engines.cpp import _Library
-
-__lib = _Library(Path({library!r}))
-__session = __lib.open()
-if not __session:
-    sys.exit("could not allocate the C++ timer's session")
-__elapsed = ctypes.c_int64(0)
-
-
-{_MALLOC_TRIM}
-
-def __block(n):
-    __trim(0)
-    if __lib.run(__session, n, ctypes.byref(__elapsed)) != 0:
-        sys.exit("C++ statement threw: " + __lib.error(__session).decode(errors="replace"))
-
-
-# Setup and warm-up runs (as many as torch's, min(number, 10)), uncounted:
-# first-call costs (lazy symbol binding, static initialisers, allocator pools).
-__block({min(number, 10)})
-__lib.set_collect(__session, 1)
-__cg.start_instrumentation()
-for __i in range({repeats}):
-    __block({number})
-    __cg.dump_stats("opbench stmt")
-__cg.stop_instrumentation()
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(0)  # skip teardown (slow under valgrind, nothing left to measure)
-"""
+    engine = timer.engine  # CppEngine
+    library = engine.library_path()
+    if not engine.callgrind_available():
+        raise CallgrindUnavailableError(
+            f"the compiled C++ statement ({library}) was built without valgrind's headers "
+            "(valgrind/callgrind.h), so it cannot toggle callgrind's collection. Install the "
+            "Debian package `valgrind` (it ships the headers) and delete the cached library.")
+    return Job(kind="cpp", title=title(timer), number=number, repeats=repeats,
+               num_threads=timer.task_spec.num_threads, import_torch=engine.needs_torch,
+               library=str(library))

@@ -1,11 +1,13 @@
-"""collect_callgrind: instruction counts of a Timer's statement under callgrind.
+"""collect_callgrind and collect_callgrind_all: instruction counts of Timers under callgrind.
 
-Called by ``opbench.Timer.collect_callgrind``; returns one CallgrindStats per
-repeat (a single one when ``repeats`` is None), as torch does.
+``Timer.collect_callgrind`` runs one statement in a worker of its own, which
+exits afterwards (as torch's child does); ``collect_callgrind_all`` runs a
+sweep of Timers through the worker its process shares, paying valgrind's and
+Python's start and ``import torch`` once (see ``worker.py``).
 
-Why it is fast: the child runs under valgrind with instrumentation off until
-the measured loop (``--instr-atstart=no``), so ``import torch`` runs at
-valgrind's uninstrumented speed, and only the loop is collected
+Why it is fast: the worker runs under valgrind with instrumentation off except
+around the measured loops (``--instr-atstart=no``), so ``import torch`` and
+setup run at valgrind's uninstrumented speed, and only the loops are collected
 (``--collect-atstart=no`` + toggles). Output files are read directly.
 """
 from __future__ import annotations
@@ -13,34 +15,20 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Union
 
+from opbench._checks import check_count
 from opbench.callgrind import _child
 from opbench.callgrind._parse import parse_callgrind_out
 from opbench.callgrind.function_counts import FunctionCount, FunctionCounts
 from opbench.callgrind.stats import CallgrindStats
-from opbench.engines.cpp import CppEngine
+from opbench.callgrind.worker import StatementCrashed, StatementFailed, Worker, WorkerDied
 from opbench.errors import CallgrindError, CallgrindUnavailableError
 
-__all__ = ["collect_callgrind", "callgrind_unavailable_reason"]
-
-# Instrumentation and collection both start off: the child switches them on
-# around the measured loop. Line-level positions keep retained files useful to
-# callgrind_annotate; per-instruction positions (torch's --dump-instr=yes) would
-# only make the files larger and slower to write and read.
-_VALGRIND_FLAGS = (
-    "--tool=callgrind",
-    "--instr-atstart=no",
-    "--collect-atstart=no",
-    "--dump-line=yes",
-    "--dump-instr=no",
-)
-_TAIL = 4000  # characters of child output quoted in errors
-
+__all__ = ["callgrind_unavailable_reason", "collect_callgrind", "collect_callgrind_all"]
 
 def callgrind_unavailable_reason() -> str | None:
     """Why collect_callgrind cannot run here, or None when it can.
@@ -64,79 +52,16 @@ def callgrind_unavailable_reason() -> str | None:
     return None
 
 
-def _child_env() -> dict[str, str]:
-    # The caller's environment, plus its import path: the child must import the
-    # same opbench (and torch) even when the venv is not on PATH or installed.
-    env = dict(os.environ)
-    paths = [p for p in sys.path if p]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
-
-
-def _tail(path: str) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return ""
-    return text[-_TAIL:]
-
-
-def _run(cmd: list[str], work: str, *, dumps_prefix: str, expected_dumps: int) -> None:
-    """Runs the valgrind child; kills it on Ctrl-C; raises with its stderr on failure.
-
-    Each repeat ends with a dump file, so counting them gives a progress bar
-    (shown on a terminal, for more than one dump; see opbench.progress).
-    """
-    from opbench.progress import Progress
-
-    stdout_path, stderr_path = os.path.join(work, "stdout.txt"), os.path.join(work, "stderr.txt")
-    show = None if expected_dumps > 1 else False
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err, \
-            Progress(expected_dumps, desc="callgrind", enabled=show) as bar:
-        # Its own session: Ctrl-C reaches us, and we decide to kill it (no half-dead child).
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                env=_child_env(), start_new_session=True)
-        try:
-            while (rc := _wait(proc, 0.25 if bar.enabled else None)) is None:
-                dumped = len(_dump_files(dumps_prefix))
-                if dumped > bar.done:
-                    bar.update(dumped - bar.done)
-            bar.update(max(len(_dump_files(dumps_prefix)) - bar.done, 0))
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-    if rc != 0:
-        how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
-        raise CallgrindError(
-            f"collect_callgrind: the callgrind child process failed ({how}).\n"
-            f"--- its stderr (last {_TAIL} characters) ---\n{_tail(stderr_path)}\n"
-            f"--- valgrind log ---\n{_tail(os.path.join(work, 'valgrind.log'))}"
-        )
-
-
-def _wait(proc: subprocess.Popen[bytes], timeout: float | None) -> int | None:
-    """The exit status, or None if the child is still running after ``timeout`` s."""
-    try:
-        return proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        return None
-
-
-def _dump_files(prefix: str) -> list[str]:
-    """callgrind's numbered dumps (prefix.1, prefix.2, ...), in order."""
-    folder, base = os.path.split(prefix)
-    pattern = re.compile(re.escape(base) + r"\.(\d+)$")
-    found = [(int(m.group(1)), name) for name in os.listdir(folder) if (m := pattern.match(name))]
-    return [os.path.join(folder, name) for _, name in sorted(found)]
+def _check_available() -> None:
+    reason = callgrind_unavailable_reason()
+    if reason is not None:
+        raise CallgrindUnavailableError(reason)
 
 
 def _read(path: str, retain: bool) -> tuple[FunctionCounts, FunctionCounts, str | None]:
     with open(path) as f:
         text = f.read()
+    os.remove(path)  # a long sweep would otherwise fill the disk with them
     profile = parse_callgrind_out(text.splitlines())
 
     def counts(by_fn: dict[str, int], inclusive: bool) -> FunctionCounts:
@@ -161,22 +86,39 @@ def _built_with_debug_symbols() -> bool:
     return found is not None and found.group(1).split(",")[0] == "RelWithDebInfo"
 
 
-def _cpp_child_command(timer: Any, work: str, *, number: int, repeats: int) -> list[str]:
-    """argv of the child for a C++ timer: Python driving the timer's cached library,
-    which toggles collection around its own loop (see _child.cpp_script)."""
-    engine = timer.engine  # CppEngine; the parent compiles, so errors surface here
-    library = engine.library_path()
-    if not engine.callgrind_available():
-        raise CallgrindUnavailableError(
-            f"the compiled C++ statement ({library}) was built without valgrind's headers "
-            "(valgrind/callgrind.h), so it cannot toggle callgrind's collection. Install the "
-            "Debian package `valgrind` (it ships the headers) and delete the cached library.")
-    path = os.path.join(work, "child.py")
-    with open(path, "w") as f:
-        f.write(_child.cpp_script(library=str(library), number=number, repeats=repeats,
-                                  import_torch=engine.needs_torch,
-                                  num_threads=timer.task_spec.num_threads))
-    return [sys.executable, path]
+def _job(timer: Any, data_dir: str, *, number: int, repeats: int, collect_baseline: bool,
+         where: str = "") -> _child.Job:
+    from opbench.engines.cpp import CppEngine  # here: engines.cpp is slow to import
+
+    if isinstance(timer.engine, CppEngine):
+        return _child.cpp_job(timer, number=number, repeats=repeats)
+    return _child.python_job(timer, data_dir, number=number, repeats=repeats,
+                             collect_baseline=collect_baseline, where=where)
+
+
+def _stats(timer: Any, job: _child.Job, files: list[str],
+           retain_out_file: bool) -> tuple[CallgrindStats, ...]:
+    """One CallgrindStats per repeat from the job's dump files (baseline last)."""
+    results = [_read(path, retain_out_file) for path in files]
+    if job.collect_baseline:
+        base_incl, base_excl, _ = results.pop()
+    else:
+        base_incl = FunctionCounts((), inclusive=True)
+        base_excl = FunctionCounts((), inclusive=False)
+    debug = _built_with_debug_symbols()
+    return tuple(
+        CallgrindStats(
+            task_spec=timer.task_spec,
+            number_per_run=job.number,
+            built_with_debug_symbols=debug,
+            baseline_inclusive_stats=base_incl,
+            baseline_exclusive_stats=base_excl,
+            stmt_inclusive_stats=incl,
+            stmt_exclusive_stats=excl,
+            stmt_callgrind_out=raw,
+        )
+        for incl, excl, raw in results
+    )
 
 
 def collect_callgrind(
@@ -187,85 +129,142 @@ def collect_callgrind(
     collect_baseline: bool,
     retain_out_file: bool,
 ) -> CallgrindStats | tuple[CallgrindStats, ...]:
-    """Counts the instructions of ``number`` runs of the timer's statement, ``repeats`` times.
+    """Counts the instructions of ``number`` runs of the timer's statement, ``repeats`` times,
+    in a worker of its own. Any failure of the child, the statement's included, raises
+    CallgrindError (an OSError, as torch raises) quoting the child's traceback or stderr.
 
     Example (needs valgrind):
         >>> import opbench  # doctest: +SKIP
         >>> t = opbench.Timer("x + 1", setup="x = 1")  # doctest: +SKIP
         >>> t.collect_callgrind(number=100).counts()  # doctest: +SKIP
     """
-    reason = callgrind_unavailable_reason()
-    if reason is not None:
-        raise CallgrindUnavailableError(reason)
-    spec = timer.task_spec
+    from opbench.progress import Progress
+
+    _check_available()
     n_repeats = 1 if repeats is None else repeats
-    is_python = not isinstance(timer.engine, CppEngine)
-    collect_baseline = collect_baseline and is_python
-
-    with tempfile.TemporaryDirectory(prefix="opbench_callgrind_") as work:
-        out_prefix = os.path.join(work, "callgrind.out")
-        if is_python:
-            cmd = [sys.executable, _write_python_child(timer, work, number=number,
-                                                      repeats=n_repeats,
-                                                      collect_baseline=collect_baseline)]
-        else:
-            cmd = _cpp_child_command(timer, work, number=number, repeats=n_repeats)
-        expected = n_repeats + int(collect_baseline)
-        _run(["valgrind", *_VALGRIND_FLAGS, f"--callgrind-out-file={out_prefix}",
-              f"--log-file={os.path.join(work, 'valgrind.log')}", *cmd], work,
-             dumps_prefix=out_prefix, expected_dumps=expected)
-
-        files = _dump_files(out_prefix)
-        if len(files) != expected:
-            raise CallgrindError(f"collect_callgrind: expected {expected} callgrind dumps, found "
-                               f"{len(files)}.\n{_tail(os.path.join(work, 'valgrind.log'))}")
-        results = [_read(path, retain_out_file) for path in files]
-
-    if collect_baseline:
-        base_incl, base_excl, _ = results.pop()
-    else:
-        base_incl = FunctionCounts((), inclusive=True)
-        base_excl = FunctionCounts((), inclusive=False)
-    debug = _built_with_debug_symbols()
-    stats = tuple(
-        CallgrindStats(
-            task_spec=spec,
-            number_per_run=number,
-            built_with_debug_symbols=debug,
-            baseline_inclusive_stats=base_incl,
-            baseline_exclusive_stats=base_excl,
-            stmt_inclusive_stats=incl,
-            stmt_exclusive_stats=excl,
-            stmt_callgrind_out=raw,
-        )
-        for incl, excl, raw in results
-    )
+    with tempfile.TemporaryDirectory(prefix="opbench_callgrind_job_") as data:
+        job = _job(timer, data, number=number, repeats=n_repeats,
+                   collect_baseline=collect_baseline)
+        # Each loop ends with a dump, so counting them gives a progress bar (shown
+        # on a terminal, for more than one dump; see opbench.progress).
+        with Progress(job.dumps, desc="callgrind", enabled=None if job.dumps > 1 else False) \
+                as bar:
+            try:
+                with Worker(torch=job.import_torch) as worker:
+                    files = worker.run(job, on_dump=lambda n: bar.update(n - bar.done))
+                    bar.update(job.dumps - bar.done)
+                    stats = _stats(timer, job, files, retain_out_file)
+            except StatementFailed as e:
+                raise CallgrindError(
+                    "collect_callgrind: the callgrind child process failed: the statement "
+                    f"raised {e.text}\n--- its traceback ---\n{e.traceback}") from None
+            except (StatementCrashed, WorkerDied) as e:
+                raise CallgrindError(
+                    f"collect_callgrind: the callgrind child process failed ({e.how}).\n"
+                    f"{e.details}") from None
     return stats[0] if repeats is None else stats
 
 
-def _write_python_child(timer: Any, work: str, *, number: int, repeats: int,
-                        collect_baseline: bool) -> str:
-    spec = timer.task_spec
-    args = timer.kwargs  # as given: globals keep their CopyIfCallgrind wrappers
-    data = os.path.join(work, "data")
-    os.mkdir(data)
-    load_code, needs_torch = _child.globals_loader(args["globals"] or {}, data)
-    stmt, setup = spec.stmt, spec.setup
-    loaders = [load_code]
-    if callable(args["stmt"]):
-        loaders.append(_child.callable_loader(_child.STMT_FN, args["stmt"], data, "stmt"))
-        stmt = f"{_child.STMT_FN}()"
-    if callable(args["setup"]):
-        loaders.append(_child.callable_loader(_child.SETUP_FN, args["setup"], data, "setup"))
-        setup = f"{_child.SETUP_FN}()"
-    import_torch = needs_torch or _child.mentions_torch(stmt, setup, spec.global_setup or "")
-    text = _child.script(
-        stmt=stmt, setup=setup or "pass", global_setup=spec.global_setup or "",
-        load_code="\n".join(l for l in loaders if l), number=number, repeats=repeats,
-        collect_baseline=collect_baseline, import_torch=import_torch,
-        num_threads=spec.num_threads,
-    )
-    path = os.path.join(work, "child.py")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+Result = Union[CallgrindStats, tuple[CallgrindStats, ...], BaseException]
+
+
+def collect_callgrind_all(
+    timers: Iterable[Any],
+    number: int = 100,
+    repeats: int = 1,
+    collect_baseline: bool = True,
+    *,
+    return_exceptions: bool = False,
+) -> list[Any]:
+    """Instruction counts of many Timers, served by one callgrind worker.
+
+    Each argument means what it means to ``Timer.collect_callgrind``; the
+    result is one CallgrindStats per Timer, in order (a tuple of ``repeats``
+    of them when ``repeats > 1``), with a progress bar over the sweep (on a
+    terminal; see ``opbench.progress``). Python and C++ Timers may be mixed.
+    The worker, and the ``import torch`` it did, serve later sweeps in this
+    process while it lives, so only the first sweep pays valgrind's start.
+
+    Before the worker starts, every statement runs once here (a statement that
+    cannot run fails at once, as in ``collect_callgrind``), every global is
+    serialized (one that does not serialize raises SerializationError naming
+    it) and C++ statements are compiled. What those first runs imported
+    (``torch._dynamo`` for a ``torch.compile``, say) a new worker imports
+    once, rather than every statement under valgrind.
+
+    Faults: a statement that raises in the worker raises its own exception,
+    with the worker's traceback as its ``__cause__``; the worker stays up for
+    the next statement. A statement whose process dies (a crash in a C
+    extension), or a worker that dies, raises CallgrindError naming the
+    statement. With ``return_exceptions=True`` the sweep goes on instead: the
+    exception takes the statement's place in the list, and a dead worker is
+    replaced for the rest of the sweep. Ctrl-C ends the worker and removes its
+    files. Sweeps from several threads take turns.
+
+    Example (needs valgrind):
+        >>> import opbench
+        >>> timers = [opbench.Timer(f"sorted(range({n}))") for n in (10, 1000)]
+        >>> small, large = opbench.collect_callgrind_all(timers, number=10)
+        >>> small.number_per_run, small.counts() < large.counts()
+        (10, True)
+    """
+    from opbench.callgrind import worker as workers
+    from opbench.progress import Progress
+
+    timers = list(timers)
+    check_count("number", number)
+    check_count("repeats", repeats)
+    _check_available()
+    before = set(sys.modules)
+    for t in timers:
+        t.run(1)  # fail fast, here, on a statement that cannot run at all
+    # Seconds each under valgrind: paid once per worker instead of once per statement.
+    preload = [m for m in list(sys.modules) if m not in before]
+    results: list[Any] = []
+    with tempfile.TemporaryDirectory(prefix="opbench_callgrind_sweep_") as data:
+        jobs = []
+        for i, t in enumerate(timers):
+            job_dir = os.path.join(data, str(i))
+            os.mkdir(job_dir)
+            jobs.append(_job(t, job_dir, number=number, repeats=repeats,
+                             collect_baseline=collect_baseline, where=f"timers[{i}]: "))
+        # One worker for the sweep, with torch imported if any statement needs it.
+        torch = any(job.import_torch for job in jobs)
+        with workers.lock, Progress(len(jobs), desc="callgrind") as bar:
+            for i, (timer, job) in enumerate(zip(timers, jobs)):
+                bar.set_item(job.title)
+                results.append(_collect_one(i, timer, job, torch, preload, return_exceptions))
+                bar.update()
+    return results
+
+
+def _collect_one(i: int, timer: Any, job: _child.Job, torch: bool, preload: list[str],
+                 return_exceptions: bool) -> Result:
+    """One statement of a sweep on the shared worker (``worker.lock`` held)."""
+    from opbench.callgrind import worker as workers
+
+    try:
+        worker = workers.shared(torch, preload)
+    except WorkerDied as e:
+        raise CallgrindError(f"collect_callgrind_all: the callgrind worker failed to start "
+                             f"({e.how}).\n{e.details}") from None
+    error: BaseException
+    try:
+        files = worker.run(job)
+    except StatementFailed as e:
+        error = e.exception()
+    except (StatementCrashed, WorkerDied) as e:
+        if isinstance(e, WorkerDied):
+            workers.discard_shared()
+        error = CallgrindError(
+            f"collect_callgrind_all: the callgrind process running timers[{i}], {job.title}, "
+            f"died ({e.how}).\n{e.details}")
+    except BaseException:
+        workers.kill_shared()  # Ctrl-C mid-statement: its state is unknown
+        raise
+    else:
+        stats = _stats(timer, job, files, retain_out_file=False)
+        return stats[0] if job.repeats == 1 else stats
+    if not return_exceptions:
+        raise error
+    return error
