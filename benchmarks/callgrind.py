@@ -219,9 +219,11 @@ def _compare() -> list[str]:
     side_by_side = {}
     for name, (stmt, setup) in CASES.items():
         t_s, t_cpu, theirs = _timed(
-            lambda: _torch_timer(stmt, setup).collect_callgrind(number=100), attempts=3)
+            lambda stmt=stmt, setup=setup: _torch_timer(stmt, setup).collect_callgrind(number=100),
+            attempts=3)
         o_s, o_cpu, ours = _timed(
-            lambda: opbench.Timer(stmt, setup=setup).collect_callgrind(number=100))
+            lambda stmt=stmt, setup=setup: opbench.Timer(stmt, setup=setup).collect_callgrind(
+                number=100))
         side_by_side[name] = (theirs, ours)
         print(f"{name:<20}{t_s:>14.2f}{o_s:>9.2f}{o_s / t_s:>7.3f}"
               f"{t_cpu:>14.2f}{o_cpu:>9.2f}{o_cpu / t_cpu:>7.3f}")
@@ -236,7 +238,8 @@ def _compare() -> list[str]:
     libs = (("torch", _torch_timer, 3), ("opbench", lambda s, u: opbench.Timer(s, setup=u), 1))
     for lib, make, attempts in libs:
         seconds, _, stats = _timed(
-            lambda: make(stmt, setup).collect_callgrind(number=1000, repeats=10), attempts)
+            lambda make=make: make(stmt, setup).collect_callgrind(number=1000, repeats=10),
+            attempts)
         spread, counts = _spread(stats)
         print(f"  {lib:<8} spread {spread:.4f}%  ({seconds:.1f} s)  counts {counts}")
         if lib == "opbench" and spread > 0.05:

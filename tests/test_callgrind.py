@@ -16,9 +16,10 @@ from opbench.callgrind.stats import CallgrindStats
 from opbench.measurement import TaskSpec
 
 torch = pytest.importorskip("torch")
-import torch_bugs  # noqa: E402
 from torch.utils.benchmark.utils import common as t_common  # noqa: E402
 from torch.utils.benchmark.utils.valgrind_wrapper import timer_interface as t_cg  # noqa: E402
+
+import torch_bugs  # noqa: E402
 
 PY = "/tmp/python-build/Python-3.11.7/"
 # Fixed synthetic profile: long names, ties, negatives, library suffixes, >18 rows.

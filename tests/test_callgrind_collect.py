@@ -79,8 +79,9 @@ def test_single_result_without_baseline_for_a_callable():
 @needs_valgrind
 def test_denoise_removes_interpreter_noise_on_a_torch_statement():
     pytest.importorskip("torch")
-    import torch_bugs
     from torch.utils.benchmark.utils.valgrind_wrapper.timer_interface import FunctionCounts
+
+    import torch_bugs
 
     stats = opbench.Timer("x += 1", setup="x = torch.ones((1,))").collect_callgrind(number=100)
     noisy = stats.stats().filter(lambda fn: _NOISY_SYMBOL.search(fn) is not None)
@@ -121,7 +122,7 @@ def test_globals_must_be_wrapped():
 @needs_valgrind
 def test_unpicklable_global_is_named():
     glob = {"lock": opbench.CopyIfCallgrind(threading.Lock())}
-    with pytest.raises(ValueError, match="global 'lock'.*does not serialize"):
+    with pytest.raises(ValueError, match=r"global 'lock'.*does not serialize"):
         opbench.Timer("lock", globals=glob).collect_callgrind()
 
 
@@ -129,7 +130,7 @@ def test_unpicklable_global_is_named():
 def test_child_failure_quotes_its_stderr():
     setup = ("from opbench._C import callgrind as c\n"
              "if c.running_on_valgrind(): raise RuntimeError('boom in the child')")
-    with pytest.raises(OSError, match="(?s)child process failed.*boom in the child"):
+    with pytest.raises(OSError, match=r"(?s)child process failed.*boom in the child"):
         opbench.Timer("pass", setup=setup).collect_callgrind(number=1)
 
 

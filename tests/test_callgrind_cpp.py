@@ -101,7 +101,7 @@ def test_setup_runs_once_and_state_persists() -> None:
 def test_child_exception_is_reported() -> None:
     setup = ('if (opbench::callgrind::running_on_valgrind()) '
              'throw std::runtime_error("boom in the child");')
-    with pytest.raises(OSError, match="(?s)child process failed.*boom in the child"):
+    with pytest.raises(OSError, match=r"(?s)child process failed.*boom in the child"):
         _timer(stmt="", setup=setup, global_setup="#include <stdexcept>").collect_callgrind(
             number=1)
 

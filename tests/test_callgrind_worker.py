@@ -18,15 +18,15 @@ import textwrap
 import threading
 
 import pytest
-from test_callgrind_collect import group_ends
-from test_callgrind_cpp import SETUP as CPP_SETUP  # ten adds through a volatile: no allocation
-from test_callgrind_cpp import STMT as CPP_STMT
 
 import opbench
 from opbench.callgrind import collect as cg_collect
 from opbench.callgrind import worker as cg_worker
 from opbench.callgrind.stats import CallgrindStats
 from opbench.callgrind.worker import ChildTraceback
+from test_callgrind_collect import group_ends
+from test_callgrind_cpp import SETUP as CPP_SETUP  # ten adds through a volatile: no allocation
+from test_callgrind_cpp import STMT as CPP_STMT
 
 pytestmark = pytest.mark.skipif(cg_collect.callgrind_unavailable_reason() is not None,
                                 reason=str(cg_collect.callgrind_unavailable_reason()))

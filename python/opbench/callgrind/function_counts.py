@@ -97,10 +97,10 @@ class FunctionCounts:
                 fn = fn[:left_len] + " ... " + fn[-(fn_str_len - left_len - 5):]
             lines.append(f"  {c:>{count_len}}  {fn}")
         if self.truncate_rows and len(lines) > 18:
-            lines = lines[:9] + ["...".rjust(count_len + 2)] + lines[-9:]
+            lines = [*lines[:9], "...".rjust(count_len + 2), *lines[-9:]]
         if not self.inclusive:
             lines.extend(["", f"Total: {self.sum()}"])
-        return "\n".join([object.__repr__(self)] + lines)
+        return "\n".join([object.__repr__(self), *lines])
 
     def __add__(self, other: FunctionCounts) -> FunctionCounts:
         return self._merge(other, lambda c: c)
