@@ -101,6 +101,10 @@ def _measure(code: types.CodeType, ns: dict[str, Any], cg: Any, collect: bool = 
         ns["__opbench_toggle"] = cg.toggle_collect
     _reset(cg)
     cg.prime_small_objects()
+    # The collector off while counting, as timeit times: when a collection runs
+    # depends on every allocation since the worker started (the statements it
+    # served before), so it would move one statement's count between sweeps.
+    gc.disable()
     try:
         exec(code, ns)
     except BaseException:
@@ -110,6 +114,7 @@ def _measure(code: types.CodeType, ns: dict[str, Any], cg: Any, collect: bool = 
             cg.zero_stats()
         raise
     finally:
+        gc.enable()
         cg.release_small_objects()
 
 

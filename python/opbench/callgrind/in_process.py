@@ -12,8 +12,8 @@ named dump that this module reads back with opbench's own parser.
 Counts repeat exactly from run to run when the loop starts from the same
 state each time, so each repeat runs a fresh copy of the loop's code once
 uncounted (CPython specialises bytecode as it runs it) before the counted run,
-after a garbage collection and a ``malloc_trim``; the pytest plugin also fixes
-``PYTHONHASHSEED``. The empty-call loop is counted the same way and reported
+after a garbage collection and a ``malloc_trim``, with the collector off while
+it counts (as ``timeit`` times); the pytest plugin also fixes ``PYTHONHASHSEED``. The empty-call loop is counted the same way and reported
 as the baseline.
 
 Example (only under valgrind; see ``opbench.pytest_plugin``)::
@@ -91,9 +91,16 @@ def _counted(fn: Callable[[], Any], number: int, prefix: str, label: str) -> int
     gc.collect()
     _trim()
     cg = _C.callgrind
-    cg.toggle_collect()
-    loop(fn, range(number))
-    cg.toggle_collect()
+    # The collector off while counting, as timeit times: when a collection runs
+    # depends on every allocation since the process started (the environment,
+    # the command line), so it would move counts between sessions of one code.
+    gc.disable()
+    try:
+        cg.toggle_collect()
+        loop(fn, range(number))
+        cg.toggle_collect()
+    finally:
+        gc.enable()
     cg.dump_stats(f"opbench {label}")
     return _take_dump(prefix)
 
