@@ -33,11 +33,12 @@ void report(const char* name, const char* how, const opbench::Blocks& blocks) {
   const opbench::Summary s = opbench::summarize(blocks.times);
   std::printf("%s: %s, %lld runs per block, %zu blocks\n", name, how,
               static_cast<long long>(blocks.number_per_run), blocks.times.size());
-  std::printf("  median %.3g us  IQR %.3g us  (mean %.3g us, min %.3g us, max %.3g us)"
-              "  %d significant figures%s\n",
-              s.median * 1e6, s.iqr * 1e6, s.mean * 1e6, s.min * 1e6, s.max * 1e6,
-              opbench::significant_figures(blocks.times),
-              opbench::meets_confidence(s, 0.25) ? "" : "  (noisy: IQR above 25% of the median)");
+  std::printf(
+      "  median %.3g us  IQR %.3g us  (mean %.3g us, min %.3g us, max %.3g us)"
+      "  %d significant figures%s\n",
+      s.median * 1e6, s.iqr * 1e6, s.mean * 1e6, s.min * 1e6, s.max * 1e6,
+      opbench::significant_figures(blocks.times),
+      opbench::meets_confidence(s, 0.25) ? "" : "  (noisy: IQR above 25% of the median)");
   std::printf("samples:");
   for (const double t : blocks.times) std::printf(" %.17g", t);
   std::printf("\n");

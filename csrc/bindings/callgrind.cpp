@@ -58,8 +58,8 @@ Fn entry_point(std::uintptr_t address, const char* name) {
 // Setup, `warmup` + `number` uncounted runs, then `repeats` counted loops of
 // `number` runs, each followed by a dump labelled `reason`; then instrumentation
 // off. Returns "" or the error.
-std::string measure(const Library& lib, std::int64_t warmup, std::int64_t number,
-                    std::int64_t repeats, const std::string& reason) {
+std::string measure(const Library& lib, std::int64_t warmup, std::int64_t number, std::int64_t repeats,
+                    const std::string& reason) {
   void* session = lib.open();
   if (session == nullptr) return "could not allocate the C++ timer's session";
   std::string error;
@@ -209,8 +209,7 @@ OPBENCH_BINDINGS(callgrind) {
   auto c = m.def_submodule("callgrind", "Callgrind client requests (no-ops outside valgrind).");
   c.def("available", &cg::available,
         "True when the extension was built with valgrind's headers (client requests work).");
-  c.def("running_on_valgrind", &cg::running_on_valgrind,
-        "True when this process runs under valgrind.");
+  c.def("running_on_valgrind", &cg::running_on_valgrind, "True when this process runs under valgrind.");
   c.def("start_instrumentation", &cg::start_instrumentation,
         "CALLGRIND_START_INSTRUMENTATION: instrument code from here on.");
   c.def("stop_instrumentation", &cg::stop_instrumentation,
@@ -228,10 +227,9 @@ OPBENCH_BINDINGS(callgrind) {
       },
       py::arg("reason") = py::none(),
       "CALLGRIND_DUMP_STATS(_AT): write the counters to the next output file and zero them.");
-  c.def(
-      "trim_heap", &trim_heap,
-      "malloc_trim(0): consolidates glibc's free lists (and returns free memory to the "
-      "system) now, rather than at a moment that depends on the heap's history.");
+  c.def("trim_heap", &trim_heap,
+        "malloc_trim(0): consolidates glibc's free lists (and returns free memory to the "
+        "system) now, rather than at a moment that depends on the heap's history.");
   c.def("pad_heap_top", &pad_heap_top,
         "Makes glibc's malloc grow its heaps 16 MiB at a time, so that consolidating "
         "its free lists (when a heap's top runs out) stays out of measured loops.");
@@ -239,27 +237,23 @@ OPBENCH_BINDINGS(callgrind) {
       "prime_small_objects", [] { primer().prime(); },
       "Makes CPython's small-object allocator take its fast path for every allocation and "
       "free of a measured loop, whatever ran before (until release_small_objects()).");
-  c.def(
-      "release_small_objects", [] { primer().release(); },
-      "Frees the blocks prime_small_objects() kept.");
+  c.def("release_small_objects", [] { primer().release(); }, "Frees the blocks prime_small_objects() kept.");
   c.def(
       "measure_cpp_timer",
-      [](std::uintptr_t open, std::uintptr_t run, std::uintptr_t set_collect,
-         std::uintptr_t error, std::uintptr_t close, std::int64_t warmup, std::int64_t number,
-         std::int64_t repeats, const std::string& reason) {
+      [](std::uintptr_t open, std::uintptr_t run, std::uintptr_t set_collect, std::uintptr_t error,
+         std::uintptr_t close, std::int64_t warmup, std::int64_t number, std::int64_t repeats,
+         const std::string& reason) {
         if (warmup < 0 || number < 0 || repeats < 0) {
           throw py::value_error("warmup, number and repeats must be >= 0");
         }
-        const Library lib{entry_point<OpenFn>(open, "opbench_open"),
-                          entry_point<RunFn>(run, "opbench_run"),
+        const Library lib{entry_point<OpenFn>(open, "opbench_open"), entry_point<RunFn>(run, "opbench_run"),
                           entry_point<SetCollectFn>(set_collect, "opbench_set_collect"),
                           entry_point<ErrorFn>(error, "opbench_error"),
                           entry_point<CloseFn>(close, "opbench_close")};
         return measure_on_new_thread(lib, warmup, number, repeats, reason);
       },
-      py::arg("open"), py::arg("run"), py::arg("set_collect"), py::arg("error"),
-      py::arg("close"), py::arg("warmup"), py::arg("number"), py::arg("repeats"),
-      py::arg("reason"),
+      py::arg("open"), py::arg("run"), py::arg("set_collect"), py::arg("error"), py::arg("close"),
+      py::arg("warmup"), py::arg("number"), py::arg("repeats"), py::arg("reason"),
       "Collects a compiled C++ Timer library (entry points by address) on a new thread: "
       "setup and `warmup` + `number` uncounted runs, then `repeats` counted loops of "
       "`number` runs, each dumped as `reason`; instrumentation on from before the thread "

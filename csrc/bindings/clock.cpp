@@ -1,6 +1,6 @@
 // Bindings for opbench/clock.h: the native clock and its measured properties.
-#include "bindings/registry.h"
 #include "opbench/clock.h"
+#include "bindings/registry.h"
 
 namespace py = pybind11;
 

@@ -31,9 +31,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -78,9 +78,10 @@ std::shared_ptr<Driver> current_driver() {
 void warn_hold_lost(const std::string& why) {
   // Through opbench.errors.warn, so the warning is also kept on the Measurement.
   py::module_ errors = py::module_::import("opbench.errors");
-  errors.attr("warn")(errors.attr("LaunchHoldWarning"),
-                      "opbench.cuda: launch hold switched off: " + why +
-                          ". Timing continues without the hold, so launch gaps between calls count as device time");
+  errors.attr("warn")(
+      errors.attr("LaunchHoldWarning"),
+      "opbench.cuda: launch hold switched off: " + why +
+          ". Timing continues without the hold, so launch gaps between calls count as device time");
 }
 
 // --- the launch-hold watchdog ----------------------------------------------
@@ -184,7 +185,9 @@ class Context {
   // context (torch's current device) is current again afterwards.
   class Current {
    public:
-    explicit Current(const Context& c) : d_(*c.d_) { d_.check(d_.cu.cuCtxPushCurrent(c.ctx_), "cuCtxPushCurrent"); }
+    explicit Current(const Context& c) : d_(*c.d_) {
+      d_.check(d_.cu.cuCtxPushCurrent(c.ctx_), "cuCtxPushCurrent");
+    }
     Current(const Current&) = delete;
     Current& operator=(const Current&) = delete;
     ~Current() {
@@ -261,9 +264,11 @@ class Context {
     out["mem_clock_max_mhz"] = py::none();
     if (nvml_ready()) {
       char v[96] = {0};
-      if (d_->nvml.nvmlSystemGetDriverVersion(v, sizeof v) == NVML_SUCCESS) out["driver_version"] = std::string(v);
+      if (d_->nvml.nvmlSystemGetDriverVersion(v, sizeof v) == NVML_SUCCESS)
+        out["driver_version"] = std::string(v);
       unsigned sm = 0, mem = 0;
-      if (d_->nvml.nvmlDeviceGetMaxClockInfo(nvml_dev_, NVML_CLOCK_SM, &sm) == NVML_SUCCESS) out["sm_clock_max_mhz"] = sm;
+      if (d_->nvml.nvmlDeviceGetMaxClockInfo(nvml_dev_, NVML_CLOCK_SM, &sm) == NVML_SUCCESS)
+        out["sm_clock_max_mhz"] = sm;
       if (d_->nvml.nvmlDeviceGetMaxClockInfo(nvml_dev_, NVML_CLOCK_MEM, &mem) == NVML_SUCCESS)
         out["mem_clock_max_mhz"] = mem;
     }
@@ -486,7 +491,8 @@ class Context {
       if (r != CUDA_SUCCESS) cu.cuMemFreeHost(p);
     }
     if (r == CUDA_ERROR_NOT_SUPPORTED) {
-      disable_hold("mapped pinned memory for the hold flag is not supported here (" + d_->describe(r) + ")", true);
+      disable_hold("mapped pinned memory for the hold flag is not supported here (" + d_->describe(r) + ")",
+                   true);
       return false;
     }
     d_->check(r, "cuMemHostAlloc (launch hold flag)");
@@ -504,7 +510,7 @@ class Context {
     const CUresult r = d_->cu.cuStreamWaitValue32(s, flag_dev_, seq_ + 1, CU_STREAM_WAIT_VALUE_GEQ);
     if (r == CUDA_ERROR_NOT_SUPPORTED) {
       disable_hold("cuStreamWaitValue32 returned " + d_->describe(r) +
-                   ": this GPU or driver cannot hold a stream (stream memory operations are off)",
+                       ": this GPU or driver cannot hold a stream (stream memory operations are off)",
                    true);
       return false;
     }
@@ -696,10 +702,11 @@ OPBENCH_BINDINGS(cuda) {
     }
   });
 
-  py::class_<Context, std::shared_ptr<Context>>(m, "CudaContext",
-                                                "The primary CUDA context of one device, with timing resources.")
+  py::class_<Context, std::shared_ptr<Context>>(
+      m, "CudaContext", "The primary CUDA context of one device, with timing resources.")
       .def(py::init<int>(), py::arg("device") = 0)
-      .def("info", &Context::info, "Device name, index, L2 size, driver versions, loading mode, maximum clocks.")
+      .def("info", &Context::info,
+           "Device name, index, L2 size, driver versions, loading mode, maximum clocks.")
       .def("clocks", &Context::clocks, "(SM MHz, memory MHz) from NVML now, or None.")
       .def("take_clock_samples", &Context::take_clock_samples,
            "NVML readings taken while blocks ran since the last call: (SM MHz, memory MHz, reasons or -1, "

@@ -11,7 +11,7 @@ PYBIND11_MODULE(_C, m) {
   std::sort(units.begin(), units.end(),
             [](const auto& a, const auto& b) { return std::strcmp(a.first, b.first) < 0; });
   for (const auto& [name, fn] : units) fn(m);
-  // Timings of a debug build mislead; opbench.environment warns when this is true.
+    // Timings of a debug build mislead; opbench.environment warns when this is true.
 #ifdef NDEBUG
   m.attr("debug_build") = false;
 #else

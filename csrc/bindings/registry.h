@@ -28,8 +28,7 @@ struct AddRegistrar {
 
 }  // namespace opbench::bindings
 
-#define OPBENCH_BINDINGS(name)                                                          \
-  static void opbench_bind_##name(pybind11::module_& m);                                \
-  static ::opbench::bindings::AddRegistrar opbench_registrar_##name(#name,              \
-                                                                    &opbench_bind_##name); \
+#define OPBENCH_BINDINGS(name)                                                                    \
+  static void opbench_bind_##name(pybind11::module_& m);                                          \
+  static ::opbench::bindings::AddRegistrar opbench_registrar_##name(#name, &opbench_bind_##name); \
   static void opbench_bind_##name(pybind11::module_& m)

@@ -123,9 +123,9 @@ struct NvmlTable {
 
 /// What a process learns about one device once and reuses in every Context.
 struct DeviceMemo {
-  long long hold_calls = 0;        ///< most calls one held block may queue; 0: not learned yet
+  long long hold_calls = 0;  ///< most calls one held block may queue; 0: not learned yet
   bool quantum_measured = false;
-  double event_quantum_s = 0;      ///< smallest step of event timestamps; 0: none seen
+  double event_quantum_s = 0;  ///< smallest step of event timestamps; 0: none seen
 };
 
 /// A driver failure: the call, the CUresult and the driver's own words for it.
@@ -143,8 +143,8 @@ struct Driver {
   NvmlTable nvml{};
   bool has_nvml = false;
   bool nvml_initialised = false;
-  std::string nvml_problem;  ///< why clocks are unavailable, when they are
-  std::string origin;        ///< the library's file name
+  std::string nvml_problem;        ///< why clocks are unavailable, when they are
+  std::string origin;              ///< the library's file name
   std::map<int, DeviceMemo> memo;  ///< by device ordinal; lives as long as the loaded driver
 
   Driver() = default;
@@ -171,7 +171,8 @@ struct Driver {
   /// Throws CudaError naming `call` unless r is CUDA_SUCCESS. A sticky error
   /// says where it came from: an earlier kernel, not the call that reports it.
   void check(CUresult r, const char* call) const {
-    if (r != CUDA_SUCCESS) throw CudaError(std::string(call) + " failed: " + describe(r) + sticky_note(r), call, r);
+    if (r != CUDA_SUCCESS)
+      throw CudaError(std::string(call) + " failed: " + describe(r) + sticky_note(r), call, r);
   }
 
   static std::string sticky_note(CUresult r) {
@@ -204,18 +205,19 @@ inline std::shared_ptr<Driver> load_driver(const std::string& libcuda, const std
   if (lib == nullptr) lib = dlopen(libcuda.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* why = dlerror();
-    throw CudaError(libcuda + " not found: no NVIDIA driver on this machine (dlopen: " +
-                        (why ? why : "unknown error") +
-                        "). Device timing needs an NVIDIA GPU and its driver; use the default "
-                        "host-clock timing instead.",
-                    "", -1);
+    throw CudaError(
+        libcuda + " not found: no NVIDIA driver on this machine (dlopen: " + (why ? why : "unknown error") +
+            "). Device timing needs an NVIDIA GPU and its driver; use the default "
+            "host-clock timing instead.",
+        "", -1);
   }
   auto d = std::make_shared<Driver>();
   d->origin = libcuda;
   auto& t = d->cu;
   std::string missing;
   auto need = [&](auto& slot, std::initializer_list<const char*> names) {
-    if (!detail::bind_symbol(lib, slot, names)) missing += std::string(missing.empty() ? "" : ", ") + *names.begin();
+    if (!detail::bind_symbol(lib, slot, names))
+      missing += std::string(missing.empty() ? "" : ", ") + *names.begin();
   };
   need(t.cuInit, {"cuInit"});
   need(t.cuDriverGetVersion, {"cuDriverGetVersion"});
@@ -259,20 +261,22 @@ inline std::shared_ptr<Driver> load_driver(const std::string& libcuda, const std
     return d;
   }
   auto& n = d->nvml;
-  const bool ok = detail::bind_symbol(nv, n.nvmlInit, {"nvmlInit_v2", "nvmlInit"}) &&
-                  detail::bind_symbol(nv, n.nvmlShutdown, {"nvmlShutdown"}) &&
-                  detail::bind_symbol(nv, n.nvmlDeviceGetHandleByPciBusId,
-                                      {"nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleByPciBusId"}) &&
-                  detail::bind_symbol(nv, n.nvmlDeviceGetClockInfo, {"nvmlDeviceGetClockInfo"}) &&
-                  detail::bind_symbol(nv, n.nvmlDeviceGetMaxClockInfo, {"nvmlDeviceGetMaxClockInfo"}) &&
-                  detail::bind_symbol(nv, n.nvmlSystemGetDriverVersion, {"nvmlSystemGetDriverVersion"}) &&
-                  detail::bind_symbol(nv, n.nvmlErrorString, {"nvmlErrorString"});
+  const bool ok =
+      detail::bind_symbol(nv, n.nvmlInit, {"nvmlInit_v2", "nvmlInit"}) &&
+      detail::bind_symbol(nv, n.nvmlShutdown, {"nvmlShutdown"}) &&
+      detail::bind_symbol(nv, n.nvmlDeviceGetHandleByPciBusId,
+                          {"nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleByPciBusId"}) &&
+      detail::bind_symbol(nv, n.nvmlDeviceGetClockInfo, {"nvmlDeviceGetClockInfo"}) &&
+      detail::bind_symbol(nv, n.nvmlDeviceGetMaxClockInfo, {"nvmlDeviceGetMaxClockInfo"}) &&
+      detail::bind_symbol(nv, n.nvmlSystemGetDriverVersion, {"nvmlSystemGetDriverVersion"}) &&
+      detail::bind_symbol(nv, n.nvmlErrorString, {"nvmlErrorString"});
   if (!ok) {
     d->nvml_problem = libnvml + " lacks a needed symbol: no clock readings";
     return d;
   }
-  detail::bind_symbol(nv, n.nvmlDeviceGetCurrentClocksEventReasons,
-                      {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
+  detail::bind_symbol(
+      nv, n.nvmlDeviceGetCurrentClocksEventReasons,
+      {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
   d->has_nvml = true;
   return d;
 }

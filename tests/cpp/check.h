@@ -9,16 +9,16 @@ namespace check {
 inline int failures = 0;
 }
 
-#define CHECK(cond)                                                               \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
+#define CHECK(cond)                                                                 \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
       std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++check::failures;                                                          \
-    }                                                                             \
+      ++check::failures;                                                            \
+    }                                                                               \
   } while (0)
 
 #define CHECK_NEAR(a, b, tol) CHECK(std::fabs((a) - (b)) <= (tol))
 
-#define CHECK_MAIN_END()                                                       \
-  std::printf("%s\n", check::failures == 0 ? "OK" : "FAILED");                 \
+#define CHECK_MAIN_END()                                       \
+  std::printf("%s\n", check::failures == 0 ? "OK" : "FAILED"); \
   return check::failures == 0 ? 0 : 1

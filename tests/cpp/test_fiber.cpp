@@ -42,7 +42,11 @@ int main() {
   CHECK(seen_tls == 7);  // same thread: thread-locals are the caller's
 
   // Deep recursion within the default 8 MiB stack works.
-  std::function<int(int)> depth = [&](int n) { volatile char pad[256]; pad[0] = 1; return n == 0 ? pad[0] : depth(n - 1) + pad[0]; };
+  std::function<int(int)> depth = [&](int n) {
+    volatile char pad[256];
+    pad[0] = 1;
+    return n == 0 ? pad[0] : depth(n - 1) + pad[0];
+  };
   int result = 0;
   opbench::Fiber deep([&](opbench::Fiber&) { result = depth(10000); });
   deep.resume();

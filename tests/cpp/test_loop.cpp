@@ -51,9 +51,24 @@ int main() {
   };
   static Big big{};
   calls = 0;
-  opbench::time_loop_ns([&]() -> Big& { ++calls; return big; }, 10);
-  opbench::time_loop_ns([&]() -> const Big& { ++calls; return big; }, 10);
-  opbench::time_loop_ns([&] { ++calls; return big; }, 10);
+  opbench::time_loop_ns(
+      [&]() -> Big& {
+        ++calls;
+        return big;
+      },
+      10);
+  opbench::time_loop_ns(
+      [&]() -> const Big& {
+        ++calls;
+        return big;
+      },
+      10);
+  opbench::time_loop_ns(
+      [&] {
+        ++calls;
+        return big;
+      },
+      10);
   CHECK(calls == 30);
   CHECK_MAIN_END();
 }

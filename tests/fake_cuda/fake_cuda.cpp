@@ -66,14 +66,14 @@ struct Config {
   double busy_reasons = 0;  // NVML clock-event reasons reported while busy (bitmask)
   double nvml_clocks = 1;   // 0: clock queries are NVML_ERROR_NOT_SUPPORTED
   double memset_bytes_per_ms = 1e9;
-  double stream_mem_ops = 1;     // 0: cuStreamWaitValue32 is CUDA_ERROR_NOT_SUPPORTED
-  double queue_depth = 1024;     // commands a held stream takes before submitting blocks
+  double stream_mem_ops = 1;  // 0: cuStreamWaitValue32 is CUDA_ERROR_NOT_SUPPORTED
+  double queue_depth = 1024;  // commands a held stream takes before submitting blocks
   double event_quantum_ns = 500;
-  double event_ns = 40;          // device time one event record takes
-  double launch_ns = 0;          // host time per kernel launch (launch gaps when unheld)
-  double lazy_loading = 1;       // cuModuleGetLoadingMode: 1 lazy, 0 eager
-  double load_ns = 0;            // host time of loading a kernel lazily
-  double load_device_ns = 0;     // device time added to a kernel's first launch
+  double event_ns = 40;       // device time one event record takes
+  double launch_ns = 0;       // host time per kernel launch (launch gaps when unheld)
+  double lazy_loading = 1;    // cuModuleGetLoadingMode: 1 lazy, 0 eager
+  double load_ns = 0;         // host time of loading a kernel lazily
+  double load_device_ns = 0;  // device time added to a kernel's first launch
 };
 
 enum class Kind { Kernel, Event, Memset, Wait };
@@ -249,15 +249,15 @@ int injected(const char* fn) {
 }
 
 // Entry: lock, let the GPU notice released flags, apply injected failures.
-#define FAKE_ENTER(name)                            \
-  std::unique_lock<std::recursive_mutex> lk(mu);    \
-  drain_all();                                      \
+#define FAKE_ENTER(name)                         \
+  std::unique_lock<std::recursive_mutex> lk(mu); \
+  drain_all();                                   \
   if (int injected_rc = injected(name)) return injected_rc
 
 // Calls that act on the current context.
-#define FAKE_NEED_CONTEXT()                                   \
-  const int cur = current_device();                           \
-  if (cur < 0) return CUDA_ERROR_INVALID_CONTEXT;             \
+#define FAKE_NEED_CONTEXT()                       \
+  const int cur = current_device();               \
+  if (cur < 0) return CUDA_ERROR_INVALID_CONTEXT; \
   if (st().dev[cur].sticky) return st().dev[cur].sticky
 
 struct ErrorText {
@@ -342,8 +342,10 @@ CUresult cuCtxSetCurrent(CUcontext c) {
   FAKE_ENTER("cuCtxSetCurrent");
   const int d = c == nullptr ? -1 : ctx_device(c);
   if (c != nullptr && d < 0) return CUDA_ERROR_INVALID_CONTEXT;
-  if (ctx_stack.empty()) ctx_stack.push_back(d);
-  else ctx_stack.back() = d;
+  if (ctx_stack.empty())
+    ctx_stack.push_back(d);
+  else
+    ctx_stack.back() = d;
   return CUDA_SUCCESS;
 }
 CUresult cuCtxGetCurrent(CUcontext* c) {
@@ -387,7 +389,8 @@ CUresult cuEventRecord(CUevent e, CUstream s) {
   auto* ev = reinterpret_cast<FakeEvent*>(e);
   if (!st().events.count(ev)) return CUDA_ERROR_INVALID_HANDLE;
   Stream* stream = find_stream(s, cur);
-  if (stream == nullptr || stream->device != ev->device || stream->device != cur) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream == nullptr || stream->device != ev->device || stream->device != cur)
+    return CUDA_ERROR_INVALID_HANDLE;
   ev->recorded = true;
   ev->done = false;
   ++st().stats.records;
@@ -538,7 +541,9 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus, nvmlDevice_t* d) 
   *d = reinterpret_cast<nvmlDevice_t>(static_cast<std::uintptr_t>(0x2000 + b - 1));
   return NVML_SUCCESS;
 }
-static int nvml_device(nvmlDevice_t d) { return static_cast<int>(reinterpret_cast<std::uintptr_t>(d) - 0x2000); }
+static int nvml_device(nvmlDevice_t d) {
+  return static_cast<int>(reinterpret_cast<std::uintptr_t>(d) - 0x2000);
+}
 static bool busy(int device) { return st().host_ns < st().dev[device].free_at_ns; }
 
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned* mhz) {
@@ -567,7 +572,9 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char* out, unsigned len) {
   std::snprintf(out, len, "%s", st().cfg.nvml_driver_version.c_str());
   return NVML_SUCCESS;
 }
-const char* nvmlErrorString(nvmlReturn_t r) { return r == NVML_ERROR_NOT_SUPPORTED ? "Not Supported" : "Unknown Error"; }
+const char* nvmlErrorString(nvmlReturn_t r) {
+  return r == NVML_ERROR_NOT_SUPPORTED ? "Not Supported" : "Unknown Error";
+}
 
 // --- test controls (ctypes) ------------------------------------------------------
 
@@ -604,21 +611,23 @@ int opbench_fake_set(const char* key, double value) {
     S.cfg.driver_version = static_cast<int>(value);
     return 0;
   }
-  FAKE_NUMBER(sm_clock_idle) FAKE_NUMBER(sm_clock_busy) FAKE_NUMBER(sm_clock_max)
-  FAKE_NUMBER(mem_clock_idle) FAKE_NUMBER(mem_clock_busy) FAKE_NUMBER(mem_clock_max)
-  FAKE_NUMBER(busy_reasons) FAKE_NUMBER(nvml_clocks) FAKE_NUMBER(memset_bytes_per_ms)
-  FAKE_NUMBER(stream_mem_ops) FAKE_NUMBER(queue_depth) FAKE_NUMBER(event_quantum_ns)
-  FAKE_NUMBER(event_ns) FAKE_NUMBER(launch_ns) FAKE_NUMBER(lazy_loading) FAKE_NUMBER(load_ns)
-  FAKE_NUMBER(load_device_ns)
-  return -1;
+  FAKE_NUMBER(sm_clock_idle)
+  FAKE_NUMBER(sm_clock_busy) FAKE_NUMBER(sm_clock_max) FAKE_NUMBER(mem_clock_idle) FAKE_NUMBER(mem_clock_busy)
+      FAKE_NUMBER(mem_clock_max) FAKE_NUMBER(busy_reasons) FAKE_NUMBER(nvml_clocks)
+          FAKE_NUMBER(memset_bytes_per_ms) FAKE_NUMBER(stream_mem_ops) FAKE_NUMBER(queue_depth)
+              FAKE_NUMBER(event_quantum_ns) FAKE_NUMBER(event_ns) FAKE_NUMBER(launch_ns)
+                  FAKE_NUMBER(lazy_loading) FAKE_NUMBER(load_ns) FAKE_NUMBER(load_device_ns) return -1;
 }
 
 int opbench_fake_set_text(const char* key, const char* value) {
   std::lock_guard<std::recursive_mutex> lk(mu);
   const std::string k = key;
-  if (k == "name") st().cfg.name = value;
-  else if (k == "nvml_driver_version") st().cfg.nvml_driver_version = value;
-  else return -1;
+  if (k == "name")
+    st().cfg.name = value;
+  else if (k == "nvml_driver_version")
+    st().cfg.nvml_driver_version = value;
+  else
+    return -1;
   return 0;
 }
 
@@ -659,8 +668,10 @@ void opbench_fake_reset_max_queued() {
 
 void opbench_fake_fail(const char* function, int code) {
   std::lock_guard<std::recursive_mutex> lk(mu);
-  if (code == 0) st().failures.erase(function);
-  else st().failures[function] = code;
+  if (code == 0)
+    st().failures.erase(function);
+  else
+    st().failures[function] = code;
 }
 
 /// A counter or clock of the fake; false for an unknown name.
@@ -669,15 +680,28 @@ bool opbench_fake_stat(const char* name, long long* out) {
   const State& S = st();
   const Stats& s = S.stats;
   const std::map<std::string, long long> all = {
-      {"events_created", s.events_created}, {"events_live", s.events_live}, {"records", s.records},
-      {"event_syncs", s.event_syncs}, {"stream_syncs", s.stream_syncs}, {"memsets", s.memsets},
-      {"memset_bytes", s.memset_bytes}, {"allocs_live", s.allocs_live},
-      {"host_allocs_live", s.host_allocs_live}, {"stream_waits", s.stream_waits},
-      {"launches", s.launches}, {"kernels", s.kernels}, {"loads", s.loads},
-      {"queue_full_blocks", s.queue_full_blocks}, {"load_blocks", s.load_blocks},
-      {"sync_blocks", s.sync_blocks}, {"max_queued", s.max_queued},
-      {"nvml_clock_reads", s.nvml_clock_reads}, {"host_ns", S.host_ns},
-      {"device_ns", S.dev[0].free_at_ns}, {"contexts_retained", [&] {
+      {"events_created", s.events_created},
+      {"events_live", s.events_live},
+      {"records", s.records},
+      {"event_syncs", s.event_syncs},
+      {"stream_syncs", s.stream_syncs},
+      {"memsets", s.memsets},
+      {"memset_bytes", s.memset_bytes},
+      {"allocs_live", s.allocs_live},
+      {"host_allocs_live", s.host_allocs_live},
+      {"stream_waits", s.stream_waits},
+      {"launches", s.launches},
+      {"kernels", s.kernels},
+      {"loads", s.loads},
+      {"queue_full_blocks", s.queue_full_blocks},
+      {"load_blocks", s.load_blocks},
+      {"sync_blocks", s.sync_blocks},
+      {"max_queued", s.max_queued},
+      {"nvml_clock_reads", s.nvml_clock_reads},
+      {"host_ns", S.host_ns},
+      {"device_ns", S.dev[0].free_at_ns},
+      {"contexts_retained",
+       [&] {
          long long n = 0;
          for (const Device& d : S.dev) n += d.retained;
          return n;
@@ -708,8 +732,10 @@ long long opbench_fake_stream_records(std::uintptr_t stream, int device) {
 /// What cudaSetDevice does: makes `device`'s primary context current (-1: none).
 void opbench_fake_set_current(int device) {
   std::lock_guard<std::recursive_mutex> lk(mu);
-  if (ctx_stack.empty()) ctx_stack.push_back(device);
-  else ctx_stack.back() = device;
+  if (ctx_stack.empty())
+    ctx_stack.push_back(device);
+  else
+    ctx_stack.back() = device;
 }
 
 }  // extern "C"

@@ -48,8 +48,8 @@ std::int64_t estimate_block_size(TimeBlock&& time_block, double min_run_time) {
 
 namespace detail {
 template <class TimeBlock, class Stop>
-Blocks collect(TimeBlock& time_block, std::int64_t number, double min_run_time,
-               double max_run_time, Stop&& can_stop_now) {
+Blocks collect(TimeBlock& time_block, std::int64_t number, double min_run_time, double max_run_time,
+               Stop&& can_stop_now) {
   Blocks out;
   out.number_per_run = number;
   double total = 0;
@@ -73,8 +73,8 @@ Blocks blocked_autorange(TimeBlock&& time_block, double min_run_time = 0.2) {
 }
 
 template <class TimeBlock>
-Blocks adaptive_autorange(TimeBlock&& time_block, double threshold = 0.1,
-                          double min_run_time = 0.01, double max_run_time = 10.0) {
+Blocks adaptive_autorange(TimeBlock&& time_block, double threshold = 0.1, double min_run_time = 0.01,
+                          double max_run_time = 10.0) {
   const std::int64_t number = estimate_block_size(time_block, 0.05);
   return detail::collect(time_block, number, min_run_time, max_run_time,
                          [threshold](const std::vector<double>& times) {

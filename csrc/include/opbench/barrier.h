@@ -96,8 +96,9 @@ OPBENCH_ALWAYS_INLINE void do_not_optimize(T&& value) {
 /// read, so the compiler may still compute it once and reuse it across
 /// iterations: make the variable non-const.
 template <class T>
-[[deprecated("do_not_optimize of a const value lets the compiler reuse it across iterations; "
-             "pass a non-const lvalue")]]
+[[deprecated(
+    "do_not_optimize of a const value lets the compiler reuse it across iterations; "
+    "pass a non-const lvalue")]]
 OPBENCH_ALWAYS_INLINE void do_not_optimize(T const& value) {
   detail::observe(value);
 }

@@ -18,8 +18,7 @@ using clock = std::chrono::steady_clock;
 
 /// Nanoseconds since an arbitrary, fixed epoch. Only differences are meaningful.
 inline std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch()).count();
 }
 
 /// What one clock read costs and the smallest step the clock can show, in ns.

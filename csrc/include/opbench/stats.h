@@ -70,8 +70,7 @@ inline int significant_figures(std::vector<double> samples) {
   for (std::size_t i = lo; i < hi; ++i) var += (samples[i] - mean) * (samples[i] - mean);
   const double stddev = std::sqrt(var / m);
   const double interval = std::max(1.645 * stddev / std::sqrt(m), kMinConfidenceInterval);
-  const int figures =
-      static_cast<int>(std::floor(std::log10(quantile_sorted(samples, 0.5) / interval)));
+  const int figures = static_cast<int>(std::floor(std::log10(quantile_sorted(samples, 0.5) / interval)));
   return std::min(std::max(figures, 1), kMaxSignificantFigures);
 }
 

@@ -41,8 +41,8 @@ class Fiber {
     size_ = (stack_bytes + page_ - 1) / page_ * page_ + page_;
     // MAP_NORESERVE: pages are committed only when touched. The lowest page is
     // a guard, so a stack overflow faults instead of corrupting the heap.
-    void* mem = mmap(nullptr, size_, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* mem =
+        mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) throw std::bad_alloc();
     mprotect(mem, page_, PROT_NONE);
     stack_ = static_cast<char*>(mem);
@@ -83,8 +83,8 @@ class Fiber {
 
  private:
   static void entry(unsigned lo, unsigned hi) {
-    auto* self = reinterpret_cast<Fiber*>(static_cast<std::uintptr_t>(
-        (static_cast<std::uint64_t>(hi) << 32) | static_cast<std::uint64_t>(lo)));
+    auto* self = reinterpret_cast<Fiber*>(
+        static_cast<std::uintptr_t>((static_cast<std::uint64_t>(hi) << 32) | static_cast<std::uint64_t>(lo)));
     self->body_(*self);
     self->finished_ = true;
   }
