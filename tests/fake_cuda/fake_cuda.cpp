@@ -611,12 +611,26 @@ int opbench_fake_set(const char* key, double value) {
     S.cfg.driver_version = static_cast<int>(value);
     return 0;
   }
+  // clang-format off: one setting a line (the macro expands to a whole if statement)
   FAKE_NUMBER(sm_clock_idle)
-  FAKE_NUMBER(sm_clock_busy) FAKE_NUMBER(sm_clock_max) FAKE_NUMBER(mem_clock_idle) FAKE_NUMBER(mem_clock_busy)
-      FAKE_NUMBER(mem_clock_max) FAKE_NUMBER(busy_reasons) FAKE_NUMBER(nvml_clocks)
-          FAKE_NUMBER(memset_bytes_per_ms) FAKE_NUMBER(stream_mem_ops) FAKE_NUMBER(queue_depth)
-              FAKE_NUMBER(event_quantum_ns) FAKE_NUMBER(event_ns) FAKE_NUMBER(launch_ns)
-                  FAKE_NUMBER(lazy_loading) FAKE_NUMBER(load_ns) FAKE_NUMBER(load_device_ns) return -1;
+  FAKE_NUMBER(sm_clock_busy)
+  FAKE_NUMBER(sm_clock_max)
+  FAKE_NUMBER(mem_clock_idle)
+  FAKE_NUMBER(mem_clock_busy)
+  FAKE_NUMBER(mem_clock_max)
+  FAKE_NUMBER(busy_reasons)
+  FAKE_NUMBER(nvml_clocks)
+  FAKE_NUMBER(memset_bytes_per_ms)
+  FAKE_NUMBER(stream_mem_ops)
+  FAKE_NUMBER(queue_depth)
+  FAKE_NUMBER(event_quantum_ns)
+  FAKE_NUMBER(event_ns)
+  FAKE_NUMBER(launch_ns)
+  FAKE_NUMBER(lazy_loading)
+  FAKE_NUMBER(load_ns)
+  FAKE_NUMBER(load_device_ns)
+  // clang-format on
+  return -1;
 }
 
 int opbench_fake_set_text(const char* key, const char* value) {

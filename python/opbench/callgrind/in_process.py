@@ -13,7 +13,8 @@ Counts repeat exactly from run to run when the loop starts from the same
 state each time, so each repeat runs a fresh copy of the loop's code once
 uncounted (CPython specialises bytecode as it runs it) before the counted run,
 after a garbage collection and a ``malloc_trim``, with the collector off while
-it counts (as ``timeit`` times); the pytest plugin also fixes ``PYTHONHASHSEED``. The empty-call loop is counted the same way and reported
+it counts (as ``timeit`` times); the pytest plugin also fixes
+``PYTHONHASHSEED``. The empty-call loop is counted the same way and reported
 as the baseline.
 
 Example (only under valgrind; see ``opbench.pytest_plugin``)::
