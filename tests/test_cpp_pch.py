@@ -104,7 +104,9 @@ def test_a_corrupt_pch_is_rebuilt_and_what_was_built_from_it_discarded(
     assert _build(1) == 1
     binary = _entry(_cache)
     data = bytearray(binary.read_bytes())
-    data[len(data) // 2: len(data) // 2 + 64] = bytes(64)  # same size, damaged content
+    middle = slice(len(data) // 2, len(data) // 2 + 64)
+    # Same size, damaged content; inverted, not zeroed: a .gch has runs of zero bytes.
+    data[middle] = bytes(b ^ 0xFF for b in data[middle])
     binary.write_bytes(bytes(data))
     pch._verified.cache_clear()  # a new process
     assert _build(2) == 2
