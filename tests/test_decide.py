@@ -46,6 +46,17 @@ def test_counts_are_exact():
     assert decide.counts([10_000], [10_030], 0.005).verdict == "same"
 
 
+def test_counts_allow_for_the_spread_of_their_repeats():
+    # Repeats 0.8% apart cannot settle a 0.5% threshold either way ...
+    d = decide.counts([10_000, 10_080, 10_040], [10_000, 10_080, 10_040], 0.005)
+    assert d.verdict == "inconclusive" and d.ratio == 1.0
+    assert d.ci == (10_000 / 10_080, 10_080 / 10_000) and "spread" in d.reason
+    # ... nor a change inside that range; one beyond it is a verdict.
+    assert decide.counts([10_000, 10_080], [10_090], 0.005).verdict == "inconclusive"
+    assert decide.counts([10_000, 10_080], [10_200], 0.005).verdict == "slower"
+    assert decide.counts([10_000, 10_080], [9_900], 0.005).verdict == "faster"
+
+
 @pytest.mark.parametrize("bad", [[], [0.0], [-1.0], [float("nan")], [float("inf")]])
 def test_impossible_samples_are_refused(bad):
     with pytest.raises(ValueError, match="old"):

@@ -94,8 +94,9 @@ class Decision:
     Attributes:
         verdict: one of ``VERDICTS``.
         ratio: the estimate of new / old (Hodges-Lehmann; median of paired
-            ratios; exact for counts).
-        ci: the interval of the ratio, or None when too few samples formed none.
+            ratios; ratio of medians for counts).
+        ci: the interval of the ratio (for counts, the range the repeats allow), or
+            None when too few samples formed none.
         median_ratio: median(new) / median(old): always there, whatever the samples.
         threshold, confidence: what the verdict was judged against.
         reason: why the verdict is inconclusive ("" otherwise).
@@ -166,8 +167,20 @@ def two_samples(old: Sequence[float], new: Sequence[float], threshold: float,
 
 
 def counts(old: Sequence[float], new: Sequence[float], threshold: float) -> Decision:
-    """The verdict on instruction counts per run (medians of repeats): exact, no interval
-    needed, so a 1% change is caught on the noisiest machine.
+    """The verdict on instruction counts per run, one per repeat: no sampling noise, so a
+    1% change is caught on the noisiest machine.
+
+    Repeats agree exactly for most code, but code that allocates can differ by a
+    fraction of a percent from repeat to repeat (where its blocks fall in the
+    allocator's pools). The interval is therefore the whole range the repeats allow,
+    ``min(new) / max(old)`` to ``max(new) / min(old)``: a change inside that range
+    is "inconclusive", never a verdict the repeats contradict.
+
+    Example:
+        >>> counts([10_000], [10_100], 0.005).verdict
+        'slower'
+        >>> counts([10_000, 10_080], [10_100], 0.005).verdict
+        'inconclusive'
 
     Raises:
         ValueError: an empty sample, a non-positive or non-finite count, a bad threshold.
@@ -175,8 +188,11 @@ def counts(old: Sequence[float], new: Sequence[float], threshold: float) -> Deci
     check_threshold(threshold)
     old, new = _check_sample("old", old), _check_sample("new", new)
     ratio = statistics.median(new) / statistics.median(old)
-    return Decision(verdict(ratio, ratio, threshold), ratio, (ratio, ratio), ratio, threshold,
-                    None)
+    ci = (min(new) / max(old), max(new) / min(old))
+    result = verdict(*ci, threshold)
+    reason = ("the repeats' spread straddles the threshold" if result == "inconclusive"
+              else "")
+    return Decision(result, ratio, ci, ratio, threshold, None, reason)
 
 
 # -- paired samples, looked at sequentially ------------------------------------

@@ -141,9 +141,8 @@ class Report:
         body = []
         for r in self.rows:
             ci = r.decision.ci
-            interval = (f"{ci[0]:.3f} to {ci[1]:.3f}" if ci is not None and r.kind == "time"
-                        else "exact" if ci is not None else f"none ({r.samples[0]} vs "
-                        f"{r.samples[1]} samples)")
+            interval = (f"none ({r.samples[0]} vs {r.samples[1]} samples)" if ci is None
+                        else "exact" if ci[0] == ci[1] else f"{ci[0]:.3f} to {ci[1]:.3f}")
             body.append([r.key, format_value(r.baseline, r.kind), format_value(r.new, r.kind),
                          f"{r.decision.median_ratio:.3f}", interval, r.status.upper()
                          if r.status in ("regression", "possible regression") else r.status])
@@ -162,8 +161,8 @@ class Report:
                          + ", ".join(self.mismatched))
         notes.append(f"Ratio: new / baseline (median per run); verdicts by the ratio's "
                      f"{self.confidence:.0%} interval (Hodges-Lehmann; instruction counts: "
-                     f"exact) against a threshold of {self.threshold:.1%}; inconclusive "
-                     f"results beyond it: {self.inconclusive}.")
+                     f"the range their repeats allow) against a threshold of "
+                     f"{self.threshold:.1%}; inconclusive results beyond it: {self.inconclusive}.")
         failures = self.failures
         notes.append(f"FAILED: {len(failures)} problem(s):" if failures else
                      "PASSED: no regression beyond the threshold.")

@@ -32,7 +32,7 @@ Options (the gate):
     --opbench-fail-on-missing   fail when a baseline benchmark did not run.
     --opbench-mode MODE         time (default) or instructions: run the session under
                                 callgrind and count each benchmark's instructions per run
-                                (exact: gates a 1% change on a noisy machine).
+                                (no sampling noise: gates a 1% change on a noisy machine).
 Options (running):
     --opbench-disable           run each benchmark once, untimed-in-earnest: the fixture
                                 returns a Measurement of that one call; nothing is saved.
