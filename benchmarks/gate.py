@@ -18,7 +18,8 @@ mean anything. Where a difference comes from: opbench fails on a confidence
 interval of the ratio (Hodges-Lehmann) beyond the threshold, so noise that
 moves a median by more than 5% by chance does not fail it; pytest-benchmark
 fails whenever the new median is 5% above the old one. Instruction counts
-are deterministic: a 1% change is exact.
+do not depend on load: their repeats agree to a few instructions here, so a
+1% change stands far outside them.
 
 Usage: python benchmarks/gate.py [--quick] [--runs N]
 """

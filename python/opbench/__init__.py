@@ -59,12 +59,19 @@ from opbench.measurement import (
 )
 from opbench.progress import Progress
 from opbench.results import load, save
-from opbench.sweep import run_all
 from opbench.timer import Language, Timer, default_timer
 
-# run_all lived in opbench.progress before it grew executors (opbench.sweep);
-# `from opbench.progress import run_all` keeps working.
-progress.run_all = run_all  # type: ignore[attr-defined]
+
+def _progress_getattr(name: str) -> Any:
+    # run_all lived in opbench.progress before it grew executors (opbench.sweep, a
+    # floor above progress); `from opbench.progress import run_all` keeps working,
+    # and loads the sweep machinery only then, as `opbench.run_all` does.
+    if name == "run_all":
+        return __getattr__("run_all")
+    raise AttributeError(f"module 'opbench.progress' has no attribute {name!r}")
+
+
+setattr(progress, "__getattr__", _progress_getattr)  # noqa: B010 (a module hook, not a method)
 
 # Names imported on first use, so `import opbench` stays fast and torch-free:
 # public name -> (module, attribute).
@@ -74,6 +81,8 @@ _LAZY = {
     "FuzzedTensor": ("opbench.fuzzer", "FuzzedTensor"),
     "ParameterAlias": ("opbench.fuzzer", "ParameterAlias"),
     "FuzzedSparseTensor": ("opbench.sparse_fuzzer", "FuzzedSparseTensor"),
+    # Sweeps bring executors (sockets, subprocess pools): 20 ms of every import.
+    "run_all": ("opbench.sweep", "run_all"),
     # The name opbench 0.1 gave CompileError.
     "CppCompileError": ("opbench.errors", "CompileError"),
 }
