@@ -8,7 +8,6 @@ unpickling looks. Collections are shared through module-scoped fixtures.
 """
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import signal
@@ -93,15 +92,22 @@ def test_sweep_returns_one_result_per_timer_in_order(sweep) -> None:
     assert sweep["swept"][0][0].baseline_exclusive_stats.sum() > 0
 
 
+def _close(a: int, b: int, number: int = 100) -> bool:
+    """Within 0.1% or 2 instructions a run, whichever is more."""
+    return abs(a - b) <= max(1e-3 * max(a, b), 2 * number)
+
+
 def test_python_counts_equal_one_at_a_time(sweep) -> None:
-    # Denoised (dict lookups follow each process's hash seed), within 0.1%: what is
-    # left differs between processes by a few instructions per freed object at most
-    # (where the allocator's arenas happen to lie in memory). Repeats are identical.
+    # Denoised (dict lookups follow each process's hash seed), and close: what is
+    # left differs between processes and repeats by an instruction or two per
+    # freed object, where the allocator's pools and arenas happen to lie (seen: 1 a
+    # run of 516 between processes, once in ten CI runs; 4 a run of 4,950 between
+    # repeats, for a list freed each run). C++ statements, below, count exactly.
     for swept, alone in zip(sweep["swept"][:2], sweep["alone"][:2]):
         ours = [s.counts(denoise=True) for s in swept]
         theirs = [s.counts(denoise=True) for s in alone]
-        assert ours[0] == ours[1] and theirs[0] == theirs[1]
-        assert math.isclose(ours[0], theirs[0], rel_tol=1e-3), (ours, theirs)
+        assert _close(*ours) and _close(*theirs), (ours, theirs)
+        assert _close(ours[0], theirs[0]), (ours, theirs)
 
 
 @needs_compiler
