@@ -71,11 +71,14 @@ def instructions(recipe, extension):
 
 
 def test_by_reference_executes_fewer_instructions(instructions) -> None:
-    # Instruction counts are deterministic where wall time (above) cannot tell
-    # the two apart: passing by reference skips two handle copies per call.
+    # Wall time (above) cannot tell the two apart; the binding code's instruction
+    # counts can, exactly: by reference skips the argument copies (-3,900 for
+    # 100 calls here). The whole-statement total is not asserted: each collection
+    # is a fresh process, whose allocator and interpreter move it by as much
+    # (+4,360 in one CI run of ten turned the total positive).
     stats_v0, stats_v1, delta = instructions
-    assert delta.sum() < 0
-    assert stats_v1.counts(denoise=True) < stats_v0.counts(denoise=True)
+    binding = delta.filter(lambda fn: "pybind11" in fn or "wrap_pybind_function" in fn)
+    assert binding.sum() < 0, binding
     assert delta.sum() == stats_v1.counts(denoise=True) - stats_v0.counts(denoise=True)
     # The recipe's replacements merged the two versions' symbols into one name.
     names = [fn for _, fn in delta]
