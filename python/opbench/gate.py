@@ -142,7 +142,8 @@ class Report:
         for r in self.rows:
             ci = r.decision.ci
             interval = (f"none ({r.samples[0]} vs {r.samples[1]} samples)" if ci is None
-                        else "exact" if ci[0] == ci[1] else f"{ci[0]:.3f} to {ci[1]:.3f}")
+                        else "exact" if r.kind != "time" and ci[0] == ci[1]
+                        else f"{ci[0]:.3f} to {ci[1]:.3f}")
             body.append([r.key, format_value(r.baseline, r.kind), format_value(r.new, r.kind),
                          f"{r.decision.median_ratio:.3f}", interval, r.status.upper()
                          if r.status in ("regression", "possible regression") else r.status])

@@ -103,14 +103,12 @@ def _shift_pools(blocks: int) -> list[Any]:
 
 def _counted(fn: Callable[[], Any], number: int, prefix: str, label: str) -> int:
     """One repeat: the least count of ``number`` calls over ``_HEAP_OFFSETS`` heap offsets."""
-    least = None
+    totals = []
     for blocks in range(_HEAP_OFFSETS):
-        shift = _shift_pools(blocks)
-        total = _counted_once(fn, number, prefix, label)
+        shift = _shift_pools(blocks)  # held live while the loop is counted
+        totals.append(_counted_once(fn, number, prefix, label))
         del shift
-        least = total if least is None else min(least, total)
-    assert least is not None
-    return least
+    return min(totals)
 
 
 def _counted_once(fn: Callable[[], Any], number: int, prefix: str, label: str) -> int:
