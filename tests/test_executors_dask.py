@@ -9,8 +9,8 @@ import time
 import pytest
 
 import opbench
-from opbench import executors
 from opbench.errors import PlacementError, SchedulerUnreachableError, SweepError
+from opbench.sweep import executors
 from sweep_faults import die_once
 
 distributed = pytest.importorskip("distributed", reason="Dask's distributed is not installed "

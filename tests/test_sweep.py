@@ -19,13 +19,14 @@ import time
 import pytest
 
 import opbench
-from opbench import executors, sweep
+from opbench import sweep
 from opbench.errors import (
     PlacementError,
     ResultsFileError,
     SerializationError,
     SweepError,
 )
+from opbench.sweep import executors
 from sweep_faults import die_once
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_getaffinity"),
@@ -208,8 +209,7 @@ def test_failures_are_written_and_rerun_on_resume(tmp_path):
     with pytest.raises(SweepError):
         opbench.run_all(timers, "timeit", executor="processes", progress=False,
                         results_path=path, number=5)
-    from opbench import sweep_file
-
+    from opbench.store import sweep_file
     (failed,) = sweep_file.failures(path.read_bytes())
     assert failed["index"] == 0 and failed["error"] == "AssertionError: not yet"
     marker.touch()
@@ -308,8 +308,8 @@ def test_import_opbench_imports_neither_dask_nor_ray():
 
 
 def test_a_cluster_unusable_for_the_grace_period_stops_the_sweep(monkeypatch):
-    from opbench import executors
     from opbench.errors import SchedulerUnreachableError
+    from opbench.sweep import executors
 
     class Gone(executors._Executor):
         def _usable(self):
