@@ -316,9 +316,9 @@ def test_a_cluster_unusable_for_the_grace_period_stops_the_sweep(monkeypatch):
             return False
 
     clock = [1000.0]
-    monkeypatch.setattr(executors.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(executors.base.time, "monotonic", lambda: clock[0])
     gone = Gone()
-    for _ in range(int(executors.LOST_GRACE_S // 2.5) + 1):
+    for _ in range(int(executors.base.LOST_GRACE_S // 2.5) + 1):
         gone.check()  # unusable, but not for long yet
         clock[0] += 2.5
     with pytest.raises(SchedulerUnreachableError, match="the cluster cannot run"):
@@ -327,7 +327,7 @@ def test_a_cluster_unusable_for_the_grace_period_stops_the_sweep(monkeypatch):
 
 def test_a_worker_with_other_timing_variables_is_flagged(monkeypatch):
     monkeypatch.setattr(opbench.errors, "_shown", set())  # shown once per process: fresh here
-    monkeypatch.setattr(executors, "_environment_at_start", lambda: {"OMP_NUM_THREADS": "3"})
+    monkeypatch.setattr(executors.probe, "_environment_at_start", lambda: {"OMP_NUM_THREADS": "3"})
     m = opbench.Measurement(1, [1e-6], opbench.TaskSpec("f()", "pass"))
     env = {"hostname": "h", "variables": {"MALLOC_TRIM_THRESHOLD_": "65536"}}
     with pytest.warns(opbench.MachineWarning,
