@@ -15,6 +15,7 @@ twentieth of torch's time; counts within 0.1%).
 
     python benchmarks/callgrind.py           # full comparison (tens of minutes: torch's side)
     python benchmarks/callgrind.py --sweep   # the sweep only
+    python benchmarks/callgrind.py --side-by-side  # one statement's counts both ways (README)
     python benchmarks/callgrind.py --quick   # opbench only, pure Python, seconds
 """
 from __future__ import annotations
@@ -182,6 +183,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help="opbench only, pure Python, few repeats")
     parser.add_argument("--sweep", action="store_true", help="the sweep comparison only")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="one statement's counts from both libraries only (the README's table)")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # a long run's rows show as they come
 
@@ -204,6 +207,12 @@ def main() -> int:
         failures = _sweep(quick=True)
     elif args.sweep:
         failures = _sweep(quick=False)
+    elif args.side_by_side:
+        stmt, setup = CASES["torch: x + 1"]
+        *_, theirs = _timed(lambda: _torch_timer(stmt, setup).collect_callgrind(number=100),
+                            attempts=5)  # torch's own check of its child, flaky on a busy machine
+        _print_side_by_side(theirs, opbench.Timer(stmt, setup=setup).collect_callgrind(number=100))
+        failures = []
     else:
         failures = _compare() + _sweep(quick=False)
     for f in failures:

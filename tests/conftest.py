@@ -1,4 +1,8 @@
-"""Shared test helpers: a deterministic mock timer and paired torch/opbench objects."""
+"""Shared test helpers: a deterministic mock timer and paired torch/opbench objects.
+
+Nothing here imports torch (nor numpy) at module level: torch-free tests run
+where torch is not installed. The helpers that compare torch objects import it
+when called."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -6,13 +10,7 @@ import random
 import re
 import zlib
 
-import numpy as np
 import pytest
-import torch
-import torch.utils.benchmark as tb
-import torch.utils.benchmark.utils.fuzzer as torch_fuzzer_module
-
-import torch_bugs
 
 
 class MockTimer:
@@ -74,6 +72,11 @@ def _corrected_check_distribution(self, distribution):
 
 @pytest.fixture
 def torch_fuzzer(monkeypatch):
+    import torch.utils.benchmark as tb
+    import torch.utils.benchmark.utils.fuzzer as torch_fuzzer_module
+
+    import torch_bugs
+
     if torch_bugs.fuzzer_rejects_normalized_distributions():
         monkeypatch.setattr(torch_fuzzer_module.FuzzedParameter, "_check_distribution",
                             _corrected_check_distribution)
@@ -81,6 +84,9 @@ def torch_fuzzer(monkeypatch):
 
 
 def assert_same_value(ours, theirs, where):
+    import numpy as np
+    import torch
+
     if isinstance(theirs, np.ndarray):
         assert isinstance(ours, np.ndarray) and ours.dtype == theirs.dtype, where
         assert np.array_equal(ours, theirs), where
@@ -91,6 +97,8 @@ def assert_same_value(ours, theirs, where):
 
 
 def _assert_same_tensor(ours, theirs, where):
+    import torch
+
     assert (ours.dtype, ours.shape, ours.device, ours.layout) == (
         theirs.dtype, theirs.shape, theirs.device, theirs.layout), where
     if theirs.is_sparse:

@@ -12,6 +12,7 @@ SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
+@pytest.mark.slow
 def test_benchmark_runs_quick(script):
     proc = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True,
                           text=True, timeout=600, cwd=ROOT)
@@ -19,6 +20,7 @@ def test_benchmark_runs_quick(script):
     assert proc.stdout.strip(), "a benchmark must print its table"
 
 
+@pytest.mark.slow
 def test_demo_prints_a_compare_table():
     proc = subprocess.run(
         [sys.executable, "-m", "opbench", "demo", "--sizes", "1", "64", "--threads", "1",
@@ -33,6 +35,7 @@ def test_demo_prints_a_compare_table():
     assert "Times are in" in proc.stdout
 
 
+@pytest.mark.slow
 def test_cli_errors_go_to_stderr():
     proc = subprocess.run([sys.executable, "-m", "opbench", "demo", "--min-run-time", "0"],
                           capture_output=True, text=True, timeout=120)

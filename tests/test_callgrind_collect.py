@@ -32,6 +32,7 @@ def py_stats():
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_python_statement_repeats(py_stats):
     assert isinstance(py_stats, tuple) and len(py_stats) == 2
     first, second = py_stats
@@ -48,6 +49,7 @@ def test_python_statement_repeats(py_stats):
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_retained_file_is_what_was_parsed(py_stats):
     raw = py_stats[0].stmt_callgrind_out
     assert raw is not None and "events: Ir" in raw
@@ -58,6 +60,7 @@ def test_retained_file_is_what_was_parsed(py_stats):
 @needs_valgrind
 @pytest.mark.skipif(cg_collect.shutil.which("callgrind_annotate") is None,
                     reason="callgrind_annotate not installed")
+@pytest.mark.slow
 def test_parser_matches_callgrind_annotate_on_real_file(py_stats, tmp_path):
     from test_callgrind import annotate_matches
 
@@ -67,6 +70,7 @@ def test_parser_matches_callgrind_annotate_on_real_file(py_stats, tmp_path):
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_single_result_without_baseline_for_a_callable():
     # A picklable callable stmt; repeats=None gives one CallgrindStats, not a tuple.
     stats = opbench.Timer(functools.partial(math.factorial, 20)).collect_callgrind(
@@ -77,6 +81,7 @@ def test_single_result_without_baseline_for_a_callable():
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_denoise_removes_interpreter_noise_on_a_torch_statement():
     pytest.importorskip("torch")
     from torch.utils.benchmark.utils.valgrind_wrapper.timer_interface import FunctionCounts
@@ -127,6 +132,7 @@ def test_unpicklable_global_is_named():
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_child_failure_quotes_its_stderr():
     setup = ("from opbench._C import callgrind as c\n"
              "if c.running_on_valgrind(): raise RuntimeError('boom in the child')")
@@ -135,6 +141,7 @@ def test_child_failure_quotes_its_stderr():
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_ctrl_c_kills_the_child_and_removes_files(monkeypatch):
     from opbench.callgrind import worker as cg_worker
 
@@ -172,6 +179,7 @@ def group_ends(pgid: int, timeout: float = 10.0) -> bool:
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_repeats_show_progress_when_asked(monkeypatch, capsys):
     monkeypatch.setenv("OPBENCH_PROGRESS", "1")
     stats = opbench.Timer("sum(range(10))").collect_callgrind(number=10, repeats=2)

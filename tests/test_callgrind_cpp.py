@@ -49,6 +49,7 @@ def runs() -> dict[int, tuple[CallgrindStats, ...]]:
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_counts_scale_exactly_with_number(runs) -> None:
     c100, c200 = runs[100][0].counts(), runs[200][0].counts()
     per_run, rem = divmod(c200 - c100, 100)
@@ -59,6 +60,7 @@ def test_counts_scale_exactly_with_number(runs) -> None:
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_repeats_are_identical_and_a_tuple(runs) -> None:
     first, second = runs[100]
     assert first.counts() == second.counts() > 0
@@ -66,6 +68,7 @@ def test_repeats_are_identical_and_a_tuple(runs) -> None:
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_no_baseline_for_cpp_as_torch(runs) -> None:
     (stats,) = runs[200]  # collect_baseline=True is ignored for C++, as in torch
     assert isinstance(stats, CallgrindStats)
@@ -74,6 +77,7 @@ def test_no_baseline_for_cpp_as_torch(runs) -> None:
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_repr_and_stats_name_the_statement(runs) -> None:
     stats = runs[100][0]
     text = repr(stats)
@@ -88,6 +92,7 @@ def test_repr_and_stats_name_the_statement(runs) -> None:
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_setup_runs_once_and_state_persists() -> None:
     # The loop counts up from setup's value; a statement that stops doing work
     # once state reaches a threshold shows setup was not re-run before the block.
@@ -98,6 +103,7 @@ def test_setup_runs_once_and_state_persists() -> None:
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_child_exception_is_reported() -> None:
     setup = ('if (opbench::callgrind::running_on_valgrind()) '
              'throw std::runtime_error("boom in the child");')
@@ -106,6 +112,7 @@ def test_child_exception_is_reported() -> None:
             number=1)
 
 
+@pytest.mark.slow
 def test_valgrind_missing_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     t = _timer()
     t.timeit(1)  # compile while the compiler is still on PATH
@@ -115,6 +122,7 @@ def test_valgrind_missing_names_the_package(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @needs_valgrind
+@pytest.mark.slow
 def test_library_without_valgrind_headers_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(CppTimer, "callgrind_available", lambda self: False)
     with pytest.raises(OSError, match="built without valgrind's headers"):

@@ -81,6 +81,7 @@ def sweep() -> dict:
     return {"timers": timers, "swept": swept, "alone": alone, "pid": pid}
 
 
+@pytest.mark.slow
 def test_sweep_returns_one_result_per_timer_in_order(sweep) -> None:
     assert len(sweep["swept"]) == len(sweep["timers"])
     for timer, result in zip(sweep["timers"], sweep["swept"]):
@@ -97,6 +98,7 @@ def _close(a: int, b: int, number: int = 100) -> bool:
     return abs(a - b) <= max(1e-3 * max(a, b), 2 * number)
 
 
+@pytest.mark.slow
 def test_python_counts_equal_one_at_a_time(sweep) -> None:
     # Denoised (dict lookups follow each process's hash seed), and close: what is
     # left differs between processes and repeats by an instruction or two per
@@ -111,12 +113,14 @@ def test_python_counts_equal_one_at_a_time(sweep) -> None:
 
 
 @needs_compiler
+@pytest.mark.slow
 def test_cpp_counts_equal_one_at_a_time_exactly(sweep) -> None:
     swept, alone = sweep["swept"][2], sweep["alone"][2]
     assert [s.counts() for s in swept] == [s.counts() for s in alone]
     assert list(swept[0].stats()) == list(alone[0].stats())
 
 
+@pytest.mark.slow
 def test_worker_serves_later_sweeps(sweep) -> None:
     # The sweep's worker is still up and serves the next call; repeats=1 gives a
     # CallgrindStats per Timer, not a tuple.
@@ -126,6 +130,7 @@ def test_worker_serves_later_sweeps(sweep) -> None:
     assert cg_worker._shared.pid == sweep["pid"]
 
 
+@pytest.mark.slow
 def test_progress_bar_over_the_sweep(monkeypatch, capsys) -> None:
     monkeypatch.setenv("OPBENCH_PROGRESS", "1")
     opbench.collect_callgrind_all(python_timers(), number=10)
@@ -133,6 +138,7 @@ def test_progress_bar_over_the_sweep(monkeypatch, capsys) -> None:
     assert "callgrind  2/2" in err and "`y = x * n` | mul" in err
 
 
+@pytest.mark.slow
 def test_changed_environment_gets_a_new_worker(monkeypatch) -> None:
     opbench.collect_callgrind_all(python_timers()[:1], number=10)
     before = cg_worker._shared.pid
@@ -144,6 +150,7 @@ def test_changed_environment_gets_a_new_worker(monkeypatch) -> None:
 
 # -- faults -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_statement_error_is_its_own_and_the_worker_goes_on() -> None:
     bad = opbench.Timer("pass", setup=UNDER_VALGRIND + "1 / 0", label="bad")
     good = python_timers()[1]
@@ -162,6 +169,7 @@ def test_statement_error_is_its_own_and_the_worker_goes_on() -> None:
     assert cg_worker._shared.pid == pid
 
 
+@pytest.mark.slow
 def test_crashing_statement_is_named_and_the_rest_collected() -> None:
     crash = opbench.Timer("pass", setup=UNDER_VALGRIND + "import ctypes; ctypes.string_at(0)",
                           label="crasher")
@@ -175,6 +183,7 @@ def test_crashing_statement_is_named_and_the_rest_collected() -> None:
         opbench.collect_callgrind_all([crash], number=10)
 
 
+@pytest.mark.slow
 def test_dead_worker_is_reported_and_replaced() -> None:
     # The statement kills the worker itself: the sweep names it, and a new worker
     # serves the statements after it.
@@ -204,6 +213,7 @@ def test_unpicklable_global_refused_before_the_worker_starts(monkeypatch) -> Non
     assert started == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_the_worker_and_removes_its_files(monkeypatch) -> None:
     opbench.collect_callgrind_all(python_timers()[1:], number=10)
     worker = cg_worker._shared
@@ -228,6 +238,7 @@ def test_ctrl_c_ends_the_worker_and_removes_its_files(monkeypatch) -> None:
 # -- deterministic C++ counts -------------------------------------------------------------
 
 @needs_compiler
+@pytest.mark.slow
 def test_cpp_collections_do_not_depend_on_the_heap_history(tmp_path, monkeypatch) -> None:
     # Counts of a statement that allocates depend on the state of the malloc heap
     # it allocates from. Before, that was the interpreter's main heap, shaped by
@@ -284,6 +295,7 @@ class Counter:
 '''
 
 
+@pytest.mark.slow
 def test_copy_if_callgrind_setup_resolves_classes_of_the_callers_main(tmp_path) -> None:
     # As torch: the class of a global pickled from the calling script (`__main__`)
     # resolves when the wrapper's setup imports it (from the script as a module)

@@ -94,6 +94,7 @@ def test_callgrind_without_valgrind_is_a_clear_error(tmp_path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind on PATH")
+@pytest.mark.slow
 def test_callgrind_counts_instructions() -> None:
     pytest.importorskip("opbench._C", reason="needs the native extension (tools/build-dev)")
     r = opbench_cli("timeit", "--callgrind", "-n", "10", "-s", "x = 1", "y = x + 1")
@@ -104,6 +105,7 @@ def test_callgrind_counts_instructions() -> None:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind on PATH")
+@pytest.mark.slow
 def test_callgrind_counts_are_saved_for_an_instruction_gate(tmp_path) -> None:
     r = opbench_cli("timeit", "--callgrind", "-n", "10", "-r", "2", "--name", "add",
                     "--save", str(tmp_path / "c.json"), "-s", "x = 1", "y = x + 1")

@@ -48,6 +48,7 @@ def test_include_dir_holds_the_library() -> None:
     assert "fiber.h" not in HEADERS  # private now: detail/
 
 
+@pytest.mark.slow
 def test_umbrella_header_leaves_out_detail_headers(tmp_path: Path) -> None:
     # The fiber (ucontext, mmap, std::function) serves generated Timer code
     # only; a user's translation unit must not pay for it.
@@ -60,6 +61,7 @@ def test_umbrella_header_leaves_out_detail_headers(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("header", HEADERS)
+@pytest.mark.slow
 def test_header_compiles_alone(header: str, tmp_path: Path) -> None:
     tu = tmp_path / "tu.cpp"
     tu.write_text(f'#include "opbench/{header}"\n')
@@ -75,10 +77,12 @@ def _run_unit_test(source: Path, tmp_path: Path, *flags: str) -> None:
 
 
 @pytest.mark.parametrize("source", UNIT_TESTS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_header_unit_tests(source: Path, tmp_path: Path) -> None:
     _run_unit_test(source, tmp_path)
 
 
+@pytest.mark.slow
 def test_barrier_without_gnu_asm(tmp_path: Path) -> None:
     # The path for compilers without GNU inline asm (MSVC and others), forced
     # on g++: no asm statement is left, and the loop tests still pass (the
@@ -92,6 +96,7 @@ def test_barrier_without_gnu_asm(tmp_path: Path) -> None:
     _run_unit_test(CPP_TESTS / "test_loop.cpp", tmp_path, "-DOPBENCH_NO_INLINE_ASM")
 
 
+@pytest.mark.slow
 def test_do_not_optimize_of_a_const_value_is_deprecated(tmp_path: Path) -> None:
     # Kept for old code, with a warning: a const value is only an input, so the
     # compiler may compute it once and reuse it across iterations.
@@ -130,6 +135,7 @@ def _instructions_per_run(exe: Path, work: Path) -> dict[str, float]:
 
 
 @pytest.mark.skipif(CALLGRIND is not None, reason=str(CALLGRIND))
+@pytest.mark.slow
 def test_loop_does_not_copy_a_result_returned_by_reference(tmp_path: Path) -> None:
     # time_loop_ns over a lambda returning an N-byte object by reference: the
     # barrier must observe the object where it lives. With the old "+m,r"
@@ -148,6 +154,7 @@ def test_loop_does_not_copy_a_result_returned_by_reference(tmp_path: Path) -> No
         assert counts[8] <= 4, (kind, counts)  # the loop's increment, compare and branch
 
 
+@pytest.mark.slow
 def test_example_benchmark_prints_the_python_layers_statistics(tmp_path: Path) -> None:
     # examples/cpp_autorange.cpp: autorange.h picks the block size and collects
     # blocks, stats.h summarises them. The same samples given to

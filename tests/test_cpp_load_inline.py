@@ -53,6 +53,7 @@ def test_signature_is_torchs() -> None:
     assert differing == ["use_pch"]  # precompiled headers on by default
 
 
+@pytest.mark.slow
 def test_extension_module_and_rebuild_through_the_pch(_cache: Path) -> None:
     # The first build is the recipe's extension (test_recipe_cpp.py builds the same one,
     # so the run compiles it once); then one function changes, as in an A/B edit.
@@ -84,6 +85,7 @@ def test_extension_module_and_rebuild_through_the_pch(_cache: Path) -> None:
     assert out.stdout.strip() == "6.0"
 
 
+@pytest.mark.slow
 def test_compile_errors_name_the_users_source_and_line() -> None:
     with pytest.raises(CompileError) as info:
         load_inline("opbench_li_broken", ["int fine() { return 1; }",

@@ -70,6 +70,7 @@ def _entry(cache: Path) -> Path:
     return entry
 
 
+@pytest.mark.slow
 def test_built_once_and_used_by_every_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             _cache: Path) -> None:
     monkeypatch.setenv("CXX", str(_compiler(tmp_path)))
@@ -82,6 +83,7 @@ def test_built_once_and_used_by_every_build(tmp_path: Path, monkeypatch: pytest.
     assert not list((_cache / "pch").glob(".*"))  # no leftover build or trash directories
 
 
+@pytest.mark.slow
 def test_first_build_compiles_beside_the_precompiling(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path) -> None:
     # With a spare core, the first build does not wait for the PCH to compile
@@ -98,6 +100,7 @@ def test_first_build_compiles_beside_the_precompiling(
     assert _entry(_cache).is_file()
 
 
+@pytest.mark.slow
 def test_a_corrupt_pch_is_rebuilt_and_what_was_built_from_it_discarded(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path) -> None:
     monkeypatch.setenv("CXX", str(_compiler(tmp_path)))
@@ -117,6 +120,7 @@ def test_a_corrupt_pch_is_rebuilt_and_what_was_built_from_it_discarded(
 
 
 @pytest.mark.parametrize("damage", ["truncated", "no manifest", "changed input"])
+@pytest.mark.slow
 def test_a_damaged_entry_is_rebuilt_before_any_use(tmp_path: Path, damage: str,
                                                    monkeypatch: pytest.MonkeyPatch,
                                                    _cache: Path) -> None:
@@ -138,6 +142,7 @@ def test_a_damaged_entry_is_rebuilt_before_any_use(tmp_path: Path, damage: str,
     assert _calls(tmp_path) == ["pch", "compile", "pch", "compile"]
 
 
+@pytest.mark.slow
 def test_a_compiler_that_cannot_precompile_falls_back_with_one_warning(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CXX", str(_compiler(tmp_path, refuse_headers=True)))
@@ -149,6 +154,7 @@ def test_a_compiler_that_cannot_precompile_falls_back_with_one_warning(
         assert _build(2) == 2
 
 
+@pytest.mark.slow
 def test_flags_the_compiler_refuses_the_pch_for_fall_back_with_a_warning() -> None:
     # The PCH is built for C++14 and used for C++17: g++ refuses it (-Winvalid-pch)
     # and parses the header text instead.
@@ -156,6 +162,7 @@ def test_flags_the_compiler_refuses_the_pch_for_fall_back_with_a_warning() -> No
         assert _build(3, pch_cflags=["-O2", "-std=c++14", "-fPIC"]) == 3
 
 
+@pytest.mark.slow
 def test_errors_through_a_pch_point_at_the_users_line() -> None:
     with pytest.raises(CompileError) as info:
         build.build_library('#line 1 "stmt"\nint f() { return undefined_name; }\n',
@@ -166,6 +173,7 @@ def test_errors_through_a_pch_point_at_the_users_line() -> None:
     assert "Winvalid-pch" not in message
 
 
+@pytest.mark.slow
 def test_concurrent_builders_of_one_pch_build_it_once(tmp_path: Path, _cache: Path) -> None:
     import subprocess
     import sys
@@ -178,3 +186,19 @@ def test_concurrent_builders_of_one_pch_build_it_once(tmp_path: Path, _cache: Pa
     outputs = [p.communicate(timeout=300) for p in procs]
     assert [out.strip() for out, _ in outputs] == ["5", "6"], outputs
     assert sorted(_calls(tmp_path)) == ["compile", "compile", "pch"]
+
+
+# -- without a compiler (the fast tier) ----------------------------------------------
+
+def test_dependencies_are_read_from_the_make_rule_with_escaped_spaces() -> None:
+    rule = "opbench_pch.h.gch: opbench_pch.h /opt/my\\ headers/x.h \\\n /usr/include/c++/map\n"
+    assert pch._make_deps(rule) == ["opbench_pch.h", "/opt/my headers/x.h", "/usr/include/c++/map"]
+
+
+def test_the_key_changes_with_every_input() -> None:
+    base = pch._key("g++ 13", ["-O2"], HEADER, ["torch 2.13"])
+    assert base == pch._key("g++ 13", ["-O2"], HEADER, ["torch 2.13"])
+    assert len({base, pch._key("g++ 14", ["-O2"], HEADER, ["torch 2.13"]),
+                pch._key("g++ 13", ["-O3"], HEADER, ["torch 2.13"]),
+                pch._key("g++ 13", ["-O2"], HEADER + "\n", ["torch 2.13"]),
+                pch._key("g++ 13", ["-O2"], HEADER, ["torch 2.14"])}) == 5

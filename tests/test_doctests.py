@@ -24,7 +24,13 @@ def _modules() -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("name", _modules())
+# Examples that run valgrind or a compiler are in the slow tier (README, Development).
+_SLOW = {"opbench.callgrind.collect", "opbench.callgrind.worker", "opbench.engines.cpp.engine",
+         "opbench.engines.cpp.extension"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW else n
+                                  for n in _modules()])
 def test_docstring_examples_run(name):
     module = importlib.import_module(name)
     with warnings.catch_warnings():

@@ -98,6 +98,7 @@ def test_missing_compiler_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_compile_error_points_at_the_users_line() -> None:
     timer = CppTimer(stmt="int a = 1;\nauto y = x + undefined_name;", setup="int x = 1;")
     with pytest.raises(build.CompileError) as info:
@@ -110,6 +111,7 @@ def test_compile_error_points_at_the_users_line() -> None:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_setup_error_points_at_setup() -> None:
     with pytest.raises(build.CompileError, match="setup:2:"):
         CppTimer(stmt="", setup="int x = 1;\nnot_a_type y;").timeit(1)
@@ -127,6 +129,7 @@ _COUNTING = {
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_setup_runs_once_per_measurement() -> None:
     timer = CppTimer(**_COUNTING)
     assert timer.timeit(0) >= 0  # runs setup and the warm-up run: 1
@@ -139,6 +142,7 @@ def test_setup_runs_once_per_measurement() -> None:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_setup_per_block_is_torchs_behaviour() -> None:
     timer = CppTimer(**_COUNTING, setup_per_block=True)
     for _ in range(4):
@@ -146,6 +150,7 @@ def test_setup_per_block_is_torchs_behaviour() -> None:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_reset_reruns_setup_and_destroys_its_locals(tmp_path: Path) -> None:
     marker = tmp_path / "destroyed"
     timer = CppTimer(
@@ -165,6 +170,7 @@ def test_reset_reruns_setup_and_destroys_its_locals(tmp_path: Path) -> None:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_elided_statement_is_flagged() -> None:
     # `y` is never read: -O2 deletes the statement. Noise can only make the
     # loop look slower, so a few fresh tries (cached, no recompile) suffice.
@@ -180,6 +186,7 @@ def test_elided_statement_is_flagged() -> None:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_real_work_is_not_flagged() -> None:
     # A chain of dependent floating-point operations through a volatile: several
     # cycles per run (a volatile integer increment alone can cost ~0 cycles on
@@ -190,6 +197,7 @@ def test_real_work_is_not_flagged() -> None:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_barrier_statements_are_trusted() -> None:
     timer = CppTimer(stmt="auto y = x + 1; opbench::do_not_optimize(y);", setup="int x = 1;")
     timer.timeit(1_000_000)
@@ -197,6 +205,7 @@ def test_barrier_statements_are_trusted() -> None:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_empty_statement_costs_time_and_is_not_flagged() -> None:
     timer = CppTimer(stmt="")
     assert timer.timeit(10_000_000) > 0
@@ -224,6 +233,7 @@ print("torch" in sys.modules)
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_second_process_reuses_the_cache(tmp_path: Path) -> None:
     wrapper, log = _logging_compiler(tmp_path)
     env = dict(os.environ, CXX=str(wrapper), OPBENCH_CACHE_DIR=str(tmp_path / "cache"))
@@ -241,6 +251,7 @@ def test_second_process_reuses_the_cache(tmp_path: Path) -> None:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_concurrent_builds_of_one_source_both_succeed(tmp_path: Path) -> None:
     env = dict(os.environ, OPBENCH_CACHE_DIR=str(tmp_path / "cache"))
     procs = [subprocess.Popen([sys.executable, "-c", _CHILD], env=env,
@@ -256,6 +267,7 @@ def test_concurrent_builds_of_one_source_both_succeed(tmp_path: Path) -> None:
 # -- through opbench.Timer ------------------------------------------------------
 
 @needs_cxx
+@pytest.mark.slow
 def test_timer_language_cpp_end_to_end() -> None:
     from opbench.timer import Timer
 
@@ -280,6 +292,7 @@ class _MockCppEngine:
         return 50e-9 + 2e-6 * number * (1 + 0.01 * (self._calls % 3))
 
 
+@pytest.mark.slow
 def test_measurement_text_matches_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     torch_timer_mod = pytest.importorskip("torch.utils.benchmark.utils.timer")
     import opbench.engines.cpp.engine as cpp_timer_mod
@@ -300,6 +313,7 @@ def test_measurement_text_matches_torch(monkeypatch: pytest.MonkeyPatch) -> None
 # -- the first call, slices, layouts ---------------------------------------------
 
 @needs_cxx
+@pytest.mark.slow
 def test_first_call_is_the_first_call() -> None:
     # The first run of stmt busy-waits 5 ms; every later one is free. Any untimed
     # warm-up run before the first-call measurement would report ~0 s instead.
@@ -316,6 +330,7 @@ def test_first_call_is_the_first_call() -> None:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_a_block_in_slices_runs_exactly_n_runs() -> None:
     # 1 ns slices: the loop hands control back at every stride; the runs still add
     # up to exactly n, and setup's state carries across the pauses.
@@ -353,6 +368,7 @@ def _symbol_offsets(path: Path, name: str) -> int:
 
 @needs_cxx
 @pytest.mark.skipif(shutil.which("nm") is None, reason="needs binutils' nm")
+@pytest.mark.slow
 def test_layouts_place_the_code_at_different_offsets() -> None:
     engine = CppTimer(stmt="sink = sink * 1.0000001 + 0.5;", setup="volatile double sink = 1;",
                       layouts=4)
@@ -367,6 +383,7 @@ def test_layouts_place_the_code_at_different_offsets() -> None:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_layout_study_reports_each_layout_and_the_spread() -> None:
     engine = CppTimer(stmt="sink = sink * 1.0000001 + 0.5;", setup="volatile double sink = 1;",
                       layouts=3)
@@ -394,6 +411,7 @@ def test_layouts_must_be_a_small_positive_int() -> None:
 # -- the on-disk cache: headers ----------------------------------------------------
 
 @needs_cxx
+@pytest.mark.slow
 def test_an_edited_header_rebuilds_instead_of_reusing_a_stale_library(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import opbench.engines.cpp.engine as engine_module
@@ -434,6 +452,7 @@ def torch_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @needs_cxx
+@pytest.mark.slow
 def test_torch_statement_end_to_end(torch_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from opbench.timer import Timer
 

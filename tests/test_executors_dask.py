@@ -51,6 +51,7 @@ def _ok(i):
     return opbench.Timer("sum(range(100))", label="sum", sub_label=str(i))
 
 
+@pytest.mark.slow
 def test_results_come_back_in_order_from_pinned_slots_of_the_workers(client, tmp_path):
     workers = set(client.scheduler_info()["workers"])
     path = tmp_path / "sweep.jsonl"
@@ -90,6 +91,7 @@ def test_results_come_back_in_order_from_pinned_slots_of_the_workers(client, tmp
     assert [m.raw_times for m in opbench.load(path)] == [m.raw_times for m in results]
 
 
+@pytest.mark.slow
 def test_faults_a_raising_task_and_a_worker_killer_leave_the_rest_measured(client):
     timers = [_ok(0), opbench.Timer(lambda: os._exit(5), label="killer"),
               opbench.Timer("1 / 0", label="bad"), _ok(3), _ok(4)]
@@ -103,6 +105,7 @@ def test_faults_a_raising_task_and_a_worker_killer_leave_the_rest_measured(clien
     assert [r.sub_label for r in info.value.results if r is not None] == ["0", "3", "4"]
 
 
+@pytest.mark.slow
 def test_a_task_whose_worker_died_once_succeeds_on_the_retry(client, tmp_path):
     marker = str(tmp_path / "died")
     (m,) = opbench.run_all([opbench.Timer(die_once(marker), label="flaky")], "timeit",
@@ -110,6 +113,7 @@ def test_a_task_whose_worker_died_once_succeeds_on_the_retry(client, tmp_path):
     assert os.path.exists(marker) and m.label == "flaky"
 
 
+@pytest.mark.slow
 def test_a_cluster_without_slot_resources_is_refused_before_submitting(tmp_path):
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   dashboard_address=":0") as cluster, \
@@ -119,6 +123,7 @@ def test_a_cluster_without_slot_resources_is_refused_before_submitting(tmp_path)
         assert not bare.who_has()  # nothing was submitted
 
 
+@pytest.mark.slow
 def test_a_closed_client_and_an_unreachable_scheduler_name_the_address(monkeypatch):
     with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=":0",
                                   resources={"CPU": 1}) as cluster:
@@ -136,8 +141,19 @@ def test_a_closed_client_and_an_unreachable_scheduler_name_the_address(monkeypat
         opbench.run_all([_ok(0)], "timeit", executor=f"tcp://127.0.0.1:{port}", number=1)
 
 
+@pytest.mark.slow
 def test_a_scheduler_address_connects_and_closes_its_own_client(client):
     address = client.scheduler.address
     (m,) = opbench.run_all([_ok(0)], "timeit", executor=address, progress=False, number=10)
     assert m.number_per_run == 10
     assert len(client.scheduler_info()["workers"]) == 2
+
+
+def test_an_unreachable_scheduler_address_is_named_before_anything_starts(monkeypatch):
+    # No cluster: the fast tier's test of the Dask executor.
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(executors.base, "CONNECT_TIMEOUT_S", 2.0)
+    with pytest.raises(SchedulerUnreachableError, match=f"no Dask scheduler reachable at tcp://127.0.0.1:{port}"):
+        executors.connect(f"dask://127.0.0.1:{port}")

@@ -38,6 +38,7 @@ def _ok(i):
     return opbench.Timer("sum(range(100))", label="sum", sub_label=str(i))
 
 
+@pytest.mark.slow
 def test_a_sweep_on_ray_with_every_fault(ray_cluster, tmp_path):
     marker = str(tmp_path / "died")
     timers = [_ok(0), opbench.Timer(lambda: os._exit(5), label="killer"),
@@ -66,6 +67,7 @@ def test_a_sweep_on_ray_with_every_fault(ray_cluster, tmp_path):
         r.raw_times for r in results if r is not None]
 
 
+@pytest.mark.slow
 def test_ray_refuses_what_no_node_can_hold(ray_cluster):
     with pytest.raises(PlacementError, match="3 core"):
         opbench.run_all([opbench.Timer("pass", num_threads=3)], "timeit", executor="ray",

@@ -113,6 +113,7 @@ def _cpp_interrupt(stmt: str, setup: str, cache) -> str:
     "sink = sink + 1;",  # about a nanosecond: strides of a million runs
     "auto t0 = opbench::now_ns(); while (opbench::now_ns() - t0 < 1000000) {}",  # 1 ms
 ], ids=["ns", "ms"])
+@pytest.mark.slow
 def test_cpp_statement_loop_stops_on_ctrl_c(stmt, tmp_path):
     # The compiled loop runs with the GIL released, where Python cannot run its
     # handler: it must come back to Python every few milliseconds of loop time.

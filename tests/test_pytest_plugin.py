@@ -434,6 +434,7 @@ def test_plugin_import_is_torch_free() -> None:
 
 # -- instruction mode -------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (CI installs it)")
 def test_instruction_mode_gates_a_one_percent_change_exactly(pytester: pytest.Pytester) -> None:
     from opbench import _C

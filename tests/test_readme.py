@@ -23,7 +23,12 @@ def test_readme_has_examples():
     assert sum(kind == "python" for kind, _ in BLOCKS) >= 5
 
 
-@pytest.mark.parametrize("kind, code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
+# Blocks that compile C++, run valgrind or start a cluster are in the slow tier.
+_SLOW = re.compile(r'language="c\+\+"|collect_callgrind|distributed|\bray\b')
+
+
+@pytest.mark.parametrize("kind, code", [pytest.param(*b, marks=[pytest.mark.slow] * bool(_SLOW.search(b[1])))
+                                        for b in BLOCKS], ids=[f"block{i}" for i in range(len(BLOCKS))])
 def test_readme_block(kind, code, tmp_path):
     if kind == "py":
         compile(code, "README.md", "exec")

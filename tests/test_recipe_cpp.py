@@ -36,6 +36,7 @@ def extension(recipe, tmp_path_factory):
         return recipe.build_module()
 
 
+@pytest.mark.slow
 def test_both_implementations_agree(extension) -> None:
     x = torch.randn(100, 64, generator=torch.Generator().manual_seed(0))
     by_value = extension.batched_dot_mul_sum_v0(x, x)
@@ -43,6 +44,7 @@ def test_both_implementations_agree(extension) -> None:
     assert torch.allclose(by_value, (x * x).sum(-1))
 
 
+@pytest.mark.slow
 def test_blocked_autorange_compares_them(recipe, extension) -> None:
     x = torch.randn(2, 2)
     results = recipe.compare(extension, x, min_run_time=0.02)
@@ -53,6 +55,7 @@ def test_blocked_autorange_compares_them(recipe, extension) -> None:
         assert f"batched dot (load_inline): {name}" in str(m)  # the printed title
 
 
+@pytest.mark.slow
 def test_header_library_times_inside_the_extension(extension) -> None:
     # opbench's headers were found through include_dir() and their loop runs.
     x = torch.randn(2, 2)
@@ -70,6 +73,7 @@ def instructions(recipe, extension):
     return recipe.instruction_delta(extension)
 
 
+@pytest.mark.slow
 def test_by_reference_executes_fewer_instructions(instructions) -> None:
     # Wall time (above) cannot tell the two apart; the binding code's instruction
     # counts can, exactly: by reference skips the argument copies (-3,900 for
@@ -85,6 +89,7 @@ def test_by_reference_executes_fewer_instructions(instructions) -> None:
     assert not any("batched_dot_mul_sum_v0" in fn for fn in names)
 
 
+@pytest.mark.slow
 def test_callgrind_stats_print_the_import_as_the_recipe_does(recipe, extension, instructions,
                                                              capsys) -> None:
     stats_v0, _, _ = instructions

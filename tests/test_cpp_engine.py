@@ -1,0 +1,78 @@
+"""opbench.engines.cpp.engine and its template, csrc/templates/timer.cpp: the slots the engine
+fills, the template compiling alone (the engine's behaviour with a compiler is in
+tests/test_engines_cpp.py)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from opbench.engines.cpp import include_dir, template_path
+from opbench.engines.cpp.engine import CppEngine, generate_source, layout_flags
+
+TEMPLATE = Path(template_path())
+CXX = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
+
+
+def test_the_template_is_the_real_file_with_four_slots() -> None:
+    checkout = Path(__file__).resolve().parents[1] / "csrc" / "templates" / "timer.cpp"
+    assert TEMPLATE.read_text() == checkout.read_text()
+    slots = re.findall(r"^\s*// opbench:slot (\w+)\s*$", TEMPLATE.read_text(), re.MULTILINE)
+    assert slots == ["torch_include", "global_setup", "setup", "stmt"]
+
+
+def test_the_engine_fills_every_slot_and_keeps_the_rest() -> None:
+    src = generate_source("work(s);", "int s = 0;", "#include <vector>")
+    assert not re.search(r"^\s*// opbench:slot", src, re.MULTILINE)
+    template_code = [ln.strip() for ln in TEMPLATE.read_text().splitlines()
+                     if ln.strip() and "opbench:slot" not in ln]
+    generated = [ln.strip() for ln in src.splitlines()]
+    assert all(ln in generated for ln in template_code)
+    # The statement sits inside the timing loop, between the clobber and the counter.
+    stmt_at = generated.index("work(s);")
+    assert generated[stmt_at - 1] == '#line 1 "stmt"'
+    assert generated[stmt_at + 2] == "opbench::clobber_memory();"
+
+
+def test_the_torch_header_fills_its_slot_only_for_torch_code() -> None:
+    assert "#include <torch/types.h>" in generate_source("torch::ones({2});", "", "")
+    assert "#include <torch" not in generate_source("int y = 1;", "", "")
+
+
+def test_layout_shifts_are_nops_before_each_function_entry() -> None:
+    assert layout_flags(0, 4) == []
+    assert layout_flags(1, 4) == ["-fpatchable-function-entry=16,16"]
+    assert layout_flags(3, 4) == ["-fpatchable-function-entry=48,48"]
+
+
+def test_construction_checks_before_compiling() -> None:
+    with pytest.raises(ValueError, match="layouts must be an int from 1 to 64"):
+        CppEngine("x;", layouts=0)
+    with pytest.raises(ValueError, match="does not support globals"):
+        CppEngine("x;", globals={"x": 1})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler on PATH")
+def test_the_template_compiles_alone_warning_free(tmp_path: Path) -> None:
+    # Left as it is, it is the timer of an empty statement: a complete library.
+    library = tmp_path / "timer.so"
+    proc = subprocess.run([CXX, "-std=c++17", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror",
+                           f"-I{include_dir()}", str(TEMPLATE), "-o", str(library)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True,
+                             text=True, timeout=60, check=True).stdout
+    for name in ("opbench_open", "opbench_step", "opbench_run", "opbench_error", "opbench_close",
+                 "opbench_callgrind_available", "opbench_set_collect", "opbench_empty_loop_ns"):
+        assert re.search(rf"\bT {name}$", symbols, re.MULTILINE), name
+
+
+def test_the_wheel_installs_the_template_where_template_path_looks() -> None:
+    # template_path() looks in <package>/templates/ first (a wheel), then the checkout.
+    cmake = (Path(__file__).resolve().parents[1] / "CMakeLists.txt").read_text()
+    assert "install(FILES csrc/templates/timer.cpp DESTINATION opbench/templates)" in cmake
