@@ -88,3 +88,17 @@ def test_the_table_survives_a_row_cut_short_by_a_kill(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "3 rows, 2 failed or errored" in text
     assert "RuntimeError: CUDA out of memory" in text and "FAIL" in text and "PASS" in text
+
+
+def test_a_run_out_of_time_still_prints_what_it_measured(tmp_path):
+    # Each step gets what is left of the budget, less the table's share: a run
+    # whose time runs out mid-way keeps the rows already written and prints them.
+    library()
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable, "GPU_CHECK_BUDGET_S": "40"}
+    proc = subprocess.run([str(ROOT / "tools" / "gpu-check"), "--fake"], env=env, capture_output=True,
+                          text=True, timeout=200, check=False)
+    assert proc.returncode == 1
+    log = (tmp_path / "gpu-check.log").read_text()
+    assert "timed out" in log or "STEP SKIPPED" in log
+    table = proc.stdout.split("==== table")[-1]
+    assert "==== table (limit" in log and ("rows, " in table or "no rows in" in table)

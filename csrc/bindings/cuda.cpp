@@ -37,6 +37,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -424,18 +425,22 @@ class Context {
       return py::none();
     }
     std::string raised;
+    std::exception_ptr interrupt;  // Ctrl-C is the user's, never a reason not to count
     try {
       call();
     } catch (py::error_already_set& e) {
       raised = e.what();
+      if (e.matches(PyExc_KeyboardInterrupt) || e.matches(PyExc_SystemExit))
+        interrupt = std::current_exception();
     }
     CUgraph g = nullptr;
-    r = cu.cuStreamEndCapture(s, &g);
+    r = cu.cuStreamEndCapture(s, &g);  // always: a stream left capturing is unusable
     std::size_t n = 0;
     if (r == CUDA_SUCCESS && g != nullptr) {
       r = cu.cuGraphGetNodes(g, nullptr, &n);
       cu.cuGraphDestroy(g);
     }
+    if (interrupt) std::rethrow_exception(interrupt);
     if (!raised.empty()) {
       launch_count_problem_ = "the statement cannot run under stream capture (" + raised + ")";
       return py::none();

@@ -82,6 +82,7 @@ Example (on a machine with an NVIDIA GPU):
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import sys
 import time
@@ -559,6 +560,9 @@ class DeviceTimer:
                 # Once, warm: what one call queues, so held blocks are sized in launches.
                 self._launches = self._ctx.count_launches(fn, stream)
                 self._launches_counted = True
+                if self._launches is None and self._ctx.launch_count_problem.startswith(
+                        ("the statement cannot run under stream capture", "capturing one call failed")):
+                    self._clear_capture_error(fn, stream)
             if number == 1 and fn is self._fn:
                 times = first  # the statement's first call is what was asked for
         if number == 0:
@@ -569,6 +573,13 @@ class DeviceTimer:
         self._maybe_probe_clocks(fn, stream, times, number)
         self._check_resolution(times)
         return times
+
+    def _clear_capture_error(self, fn: Callable[[], Any], stream: int) -> None:
+        """One untimed call after a failed capture: the CUDA runtime keeps the error
+        the capture left as its "last error", and torch raises it at the next
+        launch check, which also clears it. Raised here, it is out of the way."""
+        with contextlib.suppress(Exception):
+            self._ctx.run(fn, 1, stream, per_call=True, flush=False, hold=False)
 
     def _per_iteration_offset(self) -> float:
         """How much a per-call window reads above the same call timed in a block:
