@@ -1174,6 +1174,49 @@ def test_gpu_cold_buffer_sized_from_the_device_l2():
 
 
 @gpu
+def test_gpu_cold_flush_reads_with_the_ptx_kernel():
+    import torch
+
+    x = torch.randn(1 << 20, device="cuda")
+    t = oc.DeviceTimer(lambda: x.mul_(1.0), mode="per_iteration", cache="cold")
+    assert len(t.per_call_times(5)) == 5
+    assert t.metadata()["l2_flush"] == "read"  # the driver compiled and ran the read kernel
+
+
+@gpu
+def test_gpu_launches_are_counted_on_torchs_stream():
+    import torch
+
+    x = torch.zeros(1024, device="cuda")
+
+    def eight():
+        for _ in range(8):
+            x.add_(1.0)
+
+    before = x.clone()
+    with torch.cuda.stream(torch.cuda.Stream()):
+        t = oc.DeviceTimer(eight)
+        t.timeit(100)
+        torch.cuda.current_stream().synchronize()
+    meta = t.metadata()
+    assert meta["launches_per_call"] == 8, meta.get("launch_count_problem")
+    assert meta["stream"] == "torch's current stream" and meta["launch_hold"] is True
+    assert torch.all(x > before)  # the captured call ran nothing; the timed ones did
+
+
+@gpu
+def test_gpu_legacy_stream_is_replaced_by_a_private_one():
+    import torch
+
+    x = torch.zeros(1024, device="cuda")
+    t = oc.DeviceTimer(lambda: x.add_(1.0))
+    t.timeit(100)
+    assert t.metadata()["stream"].startswith("private non-blocking stream")
+    assert torch.cuda.current_stream().cuda_stream == 0
+    assert float(x[0]) >= 100  # the legacy stream waited for the private one
+
+
+@gpu
 def test_gpu_graph_mode():
     import torch
 

@@ -156,7 +156,8 @@ class FakeGpu:
             yield case, self.fake_cuda.kernel(ms)
 
     def peers(self, fn: Fn, rows: Rows, case: str) -> dict[str, float]:
-        for method in ("profiler kernel mean", "torch.cuda.Event blocks", "triton do_bench (cold)",
+        for method in ("profiler kernel mean", "profiler kernel span", "torch.cuda.Event blocks",
+                       "torch.cuda.Event per-iteration", "triton do_bench (cold)",
                        "triton do_bench_cudagraph", "torch.utils.benchmark"):
             rows.add(case, method, skipped="needs torch on a GPU (fake driver)")
         return {"profiler kernel mean": _fake_ms(self.KERNELS, case) * 1e-3}
