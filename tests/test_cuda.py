@@ -6,8 +6,11 @@ loader (``_C._cuda_set_libraries``), so the shipped loader, timing loops, event
 pool, flush and launch-hold code run as on a GPU. The fake is as unkind as
 hardware (lazy kernel loading that waits for queued work, a finite launch
 queue, quantised event timestamps, sticky errors, per-thread contexts, NVML
-that reads idle clocks unless the device is running work), and its device
-clock is exact, so device times are asserted to within the event quantum.
+that answers at its update period with clocks that ramp from idle, a host
+clock that runs, the legacy stream's implicit synchronisation, L2 write-backs),
+and its device clock is exact, so device times are asserted to within the
+event quantum (with the host clock frozen between calls where a test asserts
+unheld windows exactly).
 Tests that need a real GPU are at the end and skip without one.
 
 Defects of issue 12, each with the tests that failed before the fix:
@@ -26,6 +29,26 @@ Defects of issue 12, each with the tests that failed before the fix:
   7 context and stream:            test_the_callers_current_context_is_left_current,
       test_events_go_on_the_stream_of_the_timers_own_device
   8 fake in the extension:         test_no_fake_driver_in_the_production_extension
+
+Defects of issue 24, each with the tests that failed before the fix (checked
+against the unfixed extension and package with this fake):
+  1 cold first call sizes blocks:  test_block_size_comes_from_warm_calls_not_the_cold_first_one,
+      test_events_mode_warns_when_its_windows_are_under_20_quanta
+  2 graph-mode wall time:          test_graph_mode_blocks_are_whole_replays
+  3 clocks:                        test_short_blocks_read_no_idle_or_ramping_clock,
+      test_a_power_capped_gemm_is_power_capped_not_throttled,
+      test_clocks_are_probed_on_a_cadence_not_per_timeit
+  4 queue counted in launches:     test_held_blocks_are_sized_in_launches,
+      test_launches_that_cannot_be_counted_say_why, test_a_statement_that_cannot_be_captured_is_still_timed
+  5 dirty lines of the flush:      test_cold_cache_flushes_before_each_call_outside_the_window,
+      test_without_the_read_kernel_the_flush_writes_and_says_so
+  6 torch's graph path:            test_torch_graphs_on_a_cpu_only_torch_is_a_clear_cuda_error,
+      test_torch_graphs_set_up_on_their_own_device_or_say_why,
+      test_torch_graphs_capture_errors_are_graph_capture_errors,
+      test_torch_graphs_share_one_pool_and_their_capture_stream
+  7 device selection:              test_the_device_comes_from_the_statements_tensors
+  8 held legacy stream:            test_a_legacy_current_stream_is_replaced_by_a_private_one
+  9 per-iteration offset:          test_per_iteration_reports_its_offset_from_blocks
 """
 from __future__ import annotations
 
