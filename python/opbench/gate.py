@@ -220,8 +220,7 @@ def _pool(results: Iterable[Any]) -> dict[str, tuple[str, list[float]]]:
         if isinstance(r, Measurement):
             kind, values = "time", list(r.times)
         elif isinstance(r, InstructionCounts):
-            kind, values = "instructions", [
-                (c - r.baseline if c > r.baseline else c) / r.number_per_run for c in r.counts]
+            kind, values = "instructions", list(r.per_run_values)
         else:
             raise TypeError(f"the gate compares Measurements and InstructionCounts, got "
                             f"{type(r).__name__}")

@@ -222,8 +222,7 @@ def _load(path: str, option: str) -> Any:
 def _baseline_root(config: pytest.Config) -> str:
     from opbench import baselines
 
-    env = os.environ.get(baselines.ENV_VAR)
-    return env if env else os.path.join(str(config.rootpath), ".opbench")
+    return str(baselines.root_dir())  # where the CLI looks too
 
 
 @contextlib.contextmanager

@@ -332,10 +332,15 @@ class Timer:
         Starting a measurement checks the machine, times the first call when
         asked to (``record_first_call``), and resets the engine; the block-size
         search (grow tenfold until the clock's overhead is under 0.01% of a
-        block and a block takes ``min_run_time / 1000``) doubles as warm-up.
+        block and a block takes ``min_run_time / 1000``) doubles as warm-up: its
+        calls are discarded, never samples.
         """
         check_positive("min_run_time", min_run_time)
-        return self._estimate_block_size(min_run_time)
+        number = self._estimate_block_size(min_run_time)
+        # The search's blocks (and the cold first call) are warm-up: an engine that
+        # keeps each call must not put them among the measurement's samples.
+        self._engine.discard_samples()
+        return number
 
     def run(self, number: int) -> float:
         """Seconds for one block of ``number`` runs, in the Timer's thread setting.

@@ -18,7 +18,8 @@ the allocator's pools (see ``_HEAP_OFFSETS``); the pytest plugin also fixes
 ``PYTHONHASHSEED``. Code that allocates much can still differ by a fraction of
 a percent between repeats; ``info["spread"]`` reports it and the gate's verdict
 allows for it (``opbench.decide.counts``). The empty-call loop is counted the
-same way and reported as the baseline.
+same way and reported as the baseline (``empty_call_like``: an empty call of the
+statement's own kind, so ``per_run`` never falls below zero by the harness's cost).
 
 Example (only under valgrind; see ``opbench.pytest_plugin``)::
 
@@ -37,11 +38,12 @@ from typing import Any
 from opbench import _C
 from opbench.callgrind._parse import parse_callgrind_out
 from opbench.callgrind.function_counts import FunctionCount, FunctionCounts
+from opbench.engines.python import is_python_code
 from opbench.errors import CallgrindError, CallgrindUnavailableError
 from opbench.instructions import InstructionCounts
 from opbench.measurement import TaskSpec
 
-__all__ = ["OUT_PREFIX_ENV", "count", "running"]
+__all__ = ["OUT_PREFIX_ENV", "count", "empty_call_like", "running"]
 
 # Set by whoever starts valgrind (the pytest plugin): callgrind's --callgrind-out-file,
 # where the dumps this process asks for are written (as PREFIX.1, PREFIX.2, ...).
@@ -66,6 +68,13 @@ def _trim() -> None:
 
 def _noop() -> None:
     pass
+
+
+def empty_call_like(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """The baseline's empty call, of ``fn``'s kind: a Python no-op for Python code, a C
+    no-op for a C callable (calling one costs less than entering a Python frame, so
+    a Python baseline would exceed a cheap C callable's whole count)."""
+    return _noop if is_python_code(fn) else _C.noop
 
 
 def _take_dump(prefix: str) -> int:
@@ -155,7 +164,7 @@ def count(fn: Callable[[], Any], *, number: int, repeats: int, task_spec: TaskSp
     _C.callgrind.start_instrumentation()
     try:
         counts = tuple(_counted(fn, number, out_prefix, "stmt") for _ in range(repeats))
-        baseline = _counted(_noop, number, out_prefix, "baseline")
+        baseline = _counted(empty_call_like(fn), number, out_prefix, "baseline")
     finally:
         _C.callgrind.stop_instrumentation()
         if not frozen:
