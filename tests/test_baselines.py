@@ -5,8 +5,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 from opbench import baselines
 
 

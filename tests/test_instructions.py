@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from opbench import _C
-from opbench import gate
+from opbench import _C, gate
 from opbench.callgrind import in_process
 from opbench.instructions import InstructionCounts
 from opbench.measurement import TaskSpec

@@ -10,9 +10,9 @@ pool). A count is not a set of cores, so on the worker ``reserve`` turns it
 into particular ones:
 
 * it claims free physical cores among those the process may use (hyperthread
-  siblings are one core), by an exclusive ``flock`` on one lock file per core (and per GPU) in a directory shared
-  by every opbench process of the host (``$OPBENCH_SLOT_DIR``, default
-  ``<tmp>/opbench-slots-<uid>``): two workers of one host never measure on
+  siblings are one core), by an exclusive ``flock`` on one lock file per core
+  (and per GPU) in a directory shared by every opbench process of the host
+  (``$OPBENCH_SLOT_DIR``, default ``<tmp>/opbench-slots-<uid>``): two workers of one host never measure on
   the same core, whatever each was told; the kernel drops a dead process's
   locks, so a crash never leaves a core claimed;
 * it pins the measuring thread to those cores (``os.sched_setaffinity``,
