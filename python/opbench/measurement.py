@@ -66,15 +66,12 @@ class TaskSpec:
         The first of: ``name``; the Compare coordinates (label, sub_label,
         description) when any of them is set; the statement. Then the thread
         count (when not 1) and the env (when set): the same code under other
-        conditions is another benchmark.
+        conditions is another benchmark. A result's key adds its clock
+        (``opbench.identity.key``).
         """
-        coordinates = [c for c in (self.label, self.sub_label, self.description) if c]
-        parts = [self.name] if self.name else coordinates or [" ".join(self.stmt.split())]
-        if self.num_threads != 1:
-            parts.append(f"{self.num_threads} threads")
-        if self.env:
-            parts.append(f"env={self.env}")
-        return " | ".join(parts)
+        from opbench.identity import spec_key
+
+        return spec_key(self)
 
     @property
     def title(self) -> str:

@@ -33,6 +33,10 @@ Options (the gate):
     --opbench-mode MODE         time (default) or instructions: run the session under
                                 callgrind and count each benchmark's instructions per run
                                 (no sampling noise: gates a 1% change on a noisy machine).
+    --opbench-instruction-number N / --opbench-instruction-repeats R
+                                instruction mode: R counted loops of N calls per benchmark
+                                (100 and 3; per benchmark: the fixture's
+                                instruction_number= and instruction_repeats=).
 Options (running):
     --opbench-disable           run each benchmark once, untimed-in-earnest: the fixture
                                 returns a Measurement of that one call; nothing is saved.
@@ -75,6 +79,10 @@ _LATEST = "latest"
 # Set in the environment of a session re-run under callgrind (instruction mode).
 _UNDER_CALLGRIND = "OPBENCH_PYTEST_UNDER_CALLGRIND"
 _INSTRUCTION_NUMBER = 100
+# Instruction mode's session: torch's OpenMP workers sleep as soon as a parallel
+# region ends instead of spinning (a spinning worker's instructions would be counted
+# with the statement's, differently every repeat); a variable the user set wins.
+_QUIET_POOLS = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
 # Re-measurements of a benchmark that looks like a regression, before the gate decides.
 _CONFIRMATIONS = 2
 _INSTRUCTION_REPEATS = 3
@@ -101,6 +109,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="fail when a benchmark of the baseline did not run.")
     add("--opbench-mode", choices=("time", "instructions"), default="time",
         help="time (default), or count instructions under callgrind (needs valgrind).")
+    add("--opbench-instruction-number", type=int, default=_INSTRUCTION_NUMBER, metavar="N",
+        help=f"instruction mode: calls per counted loop (default {_INSTRUCTION_NUMBER}).")
+    add("--opbench-instruction-repeats", type=int, default=_INSTRUCTION_REPEATS, metavar="R",
+        help=f"instruction mode: counted loops per benchmark, the spread the gate allows "
+             f"(default {_INSTRUCTION_REPEATS}).")
     add("--opbench-disable", action="store_true", default=False,
         help="run each benchmark once (fast test runs): the fixture returns a Measurement of "
              "that call; nothing is saved or compared.")
@@ -139,6 +152,8 @@ class _Session:
         self.min_time: float = opt("opbench_min_time")
         self.max_time: float | None = opt("opbench_max_time")
         self.min_samples: int = opt("opbench_min_samples")
+        self.instruction_number: int = opt("opbench_instruction_number")
+        self.instruction_repeats: int = opt("opbench_instruction_repeats")
         self.sort: str = opt("opbench_sort")
         self.is_worker = hasattr(config, "workerinput")
         self.lock_path: str | None = (config.workerinput.get(_LOCK_KEY)  # type: ignore[attr-defined]
@@ -164,6 +179,9 @@ class _Session:
                                     "at least as large")
         if self.min_samples < 1:
             raise pytest.UsageError("--opbench-min-samples must be a positive integer")
+        if self.instruction_number < 1 or self.instruction_repeats < 1:
+            raise pytest.UsageError("--opbench-instruction-number and --opbench-instruction-"
+                                    "repeats must be positive integers")
         if self.fail_above is not None:
             if self.baseline_path is None:
                 raise pytest.UsageError("--opbench-fail-above needs --opbench-compare [BASELINE]")
@@ -265,8 +283,9 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     with tempfile.TemporaryDirectory(prefix="opbench_pytest_callgrind_") as work:
         prefix = os.path.join(work, "callgrind.out")
         # PYTHONHASHSEED fixed: dict and set layouts, hence counts, repeat exactly.
-        env = dict(os.environ, **{_UNDER_CALLGRIND: "1", OUT_PREFIX_ENV: prefix,
-                                  "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")})
+        env = dict(_QUIET_POOLS, **os.environ)
+        env.update({_UNDER_CALLGRIND: "1", OUT_PREFIX_ENV: prefix,
+                    "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")})
         argv = getattr(sys, "orig_argv", None) or [sys.executable, "-m", "pytest", *sys.argv[1:]]
         command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                    f"--callgrind-out-file={prefix}", f"--log-file={prefix}.log",
@@ -340,10 +359,10 @@ class BenchmarkFixture:
         self._calls = 0
 
     def _key(self, name: str | None) -> str:
+        from opbench.identity import pytest_key
+
         index, self._calls = self._calls, self._calls + 1
-        if name is not None:
-            return f"{self._node_id}::{name}"
-        return self._node_id if index == 0 else f"{self._node_id}#{index}"
+        return pytest_key(self._node_id, name, index)
 
     def __call__(
         self,
@@ -360,6 +379,8 @@ class BenchmarkFixture:
         max_run_time: float | None = None,
         min_samples: int | None = None,
         method_kwargs: dict[str, Any] | None = None,
+        instruction_number: int | None = None,
+        instruction_repeats: int | None = None,
         **timer_kwargs: Any,
     ) -> Any:
         """Times ``stmt`` with ``opbench.Timer`` and records the result for the session.
@@ -376,6 +397,9 @@ class BenchmarkFixture:
                 ``"converge"``, called with ``min_run_time`` and ``method_kwargs``.
             min_run_time, max_run_time, min_samples: default to the session's
                 ``--opbench-min-time``, ``--opbench-max-time``, ``--opbench-min-samples``.
+            instruction_number, instruction_repeats: in instruction mode, calls per
+                counted loop and loops counted (default: the session's
+                ``--opbench-instruction-number`` / ``--opbench-instruction-repeats``).
             timer_kwargs: more ``opbench.Timer`` arguments (``num_threads``, ``env``, ...).
 
         Returns:
@@ -403,7 +427,11 @@ class BenchmarkFixture:
             return timer.measurement(1, [timer.run(1)])
         with state.timed():
             if state.mode == "instructions":
-                result = self._count(timer)
+                result = self._count(
+                    timer,
+                    state.instruction_number if instruction_number is None else instruction_number,
+                    state.instruction_repeats if instruction_repeats is None
+                    else instruction_repeats)
             else:
                 def measure() -> Any:
                     return self._time(timer, method, min_run_time, max_run_time, min_samples,
@@ -427,10 +455,10 @@ class BenchmarkFixture:
         state = self._state
         if state.baseline is None:
             return result
-        from opbench import gate
+        from opbench import gate, identity
 
-        key = result.task_spec.key
-        baseline = [r for r in state.baseline.all() if r.task_spec.key == key]
+        key = identity.key(result)
+        baseline = [r for r in state.baseline.all() if identity.key(r) == key]
         confirmations = 0
         while baseline and confirmations < _CONFIRMATIONS:
             row = gate.compare(baseline, [result], threshold=state.threshold).rows
@@ -456,12 +484,19 @@ class BenchmarkFixture:
                           max_run_time=state.max_time if max_run_time is None else max_run_time)
         return getattr(timer, method)(min_run_time=min_run_time, **kwargs)
 
-    def _count(self, timer: Any) -> Any:
+    def _count(self, timer: Any, number: int, repeats: int) -> Any:
+        from opbench._checks import check_count
+        from opbench._threads import set_torch_threads
         from opbench.callgrind import in_process
 
-        return in_process.count(timer.engine.as_callable(), number=_INSTRUCTION_NUMBER,
-                                repeats=_INSTRUCTION_REPEATS, task_spec=timer.task_spec,
-                                out_prefix=os.environ[in_process.OUT_PREFIX_ENV])
+        check_count("instruction_number", number)
+        check_count("instruction_repeats", repeats)
+        # In the Timer's thread setting, as collect_callgrind counts: torch's pool
+        # otherwise runs at the machine's size and its workers' share is counted.
+        with set_torch_threads(timer.task_spec.num_threads):
+            return in_process.count(timer.engine.as_callable(), number=number,
+                                    repeats=repeats, task_spec=timer.task_spec,
+                                    out_prefix=os.environ[in_process.OUT_PREFIX_ENV])
 
 
 @pytest.fixture
@@ -504,7 +539,7 @@ def _save(state: _Session, config: pytest.Config) -> list[str]:
 
     written = []
     if state.save_path is not None:
-        kept = merge(state.previous.all(), state.results) if state.previous else state.results
+        kept = merge(state.previous, state.results) if state.previous else state.results
         save(kept, state.save_path)
         written.append(f"saved {len(state.results)} result(s) to {state.save_path}"
                        + (f" ({len(kept) - len(state.results)} kept from before)"
@@ -541,6 +576,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def _summary_rows(state: _Session) -> dict[str | None, list[list[str]]]:
     """Per group: name, median, IQR, samples and ops/s of each benchmark, in --opbench-sort
     order (numbers ascending, except samples and ops/s: most first)."""
+    from opbench import identity
     from opbench.gate import format_value
     from opbench.instructions import InstructionCounts
 
@@ -551,10 +587,10 @@ def _summary_rows(state: _Session) -> dict[str | None, list[list[str]]]:
         samples = len(r.counts) if counts else len(r.times)
         iqr = 0.0 if counts else r.iqr
         ops = 0.0 if counts or r.median <= 0 else 1 / r.median
-        row = [r.task_spec.key, format_value(r.median, kind),
+        row = [identity.key(r), format_value(r.median, kind),
                "-" if counts else format_value(iqr, kind), str(samples),
                f"{ops:,.1f}" if ops else "-"]
-        sort_key = {"name": r.task_spec.key, "median": r.median, "iqr": iqr,
+        sort_key = {"name": identity.key(r), "median": r.median, "iqr": iqr,
                     "samples": -samples, "ops": -ops}[state.sort]
         groups.setdefault(r.info.get("group"), []).append((sort_key, row))
     return {g: [row for _, row in sorted(rows, key=lambda x: x[0])] for g, rows in groups.items()}
