@@ -501,10 +501,8 @@ def test_instruction_mode_counts_only_the_statements_own_work(pytester: pytest.P
     assert (softmax.number_per_run, len(softmax.counts)) == (100, 4)  # the session's options
     assert (options.number_per_run, len(options.counts)) == (7, 2)    # the benchmark's
     assert max(softmax.counts) / min(softmax.counts) < 1.001, softmax.counts
-    import torch
-
     collected = InstructionCounts.from_callgrind(
-        Timer("torch.softmax(x, -1)", globals={"x": torch.ones(32, 64)})
+        Timer("torch.softmax(x, -1)", setup="x = torch.ones(32, 64)")
         .collect_callgrind(number=100, repeats=2))
     assert softmax.per_run == pytest.approx(collected.per_run, rel=0.005), \
         (softmax.per_run, collected.per_run)
