@@ -131,6 +131,8 @@ def _opbench_process(root: str, k: int) -> dict[str, float]:
 
 def _peer_process(root: str, k: int, stmt: str, setup: str) -> float:
     folder, env = _place(root, k)
+    # torch's collect_callgrind starts `python` from PATH: this interpreter's.
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     done = subprocess.run([sys.executable, "-c", _TORCH_PEER, stmt, setup], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:

@@ -500,7 +500,9 @@ def test_instruction_mode_counts_only_the_statements_own_work(pytester: pytest.P
     softmax, options = load(pytester.path / "counts.json").instructions
     assert (softmax.number_per_run, len(softmax.counts)) == (100, 4)  # the session's options
     assert (options.number_per_run, len(options.counts)) == (7, 2)    # the benchmark's
-    assert max(softmax.counts) / min(softmax.counts) < 1.001, softmax.counts
+    # Repeats close (with torch's pool at the machine's size and its workers spinning,
+    # they were 25-35% apart).
+    assert max(softmax.counts) / min(softmax.counts) < 1.002, softmax.counts
     collected = InstructionCounts.from_callgrind(
         Timer("torch.softmax(x, -1)", setup="x = torch.ones(32, 64)")
         .collect_callgrind(number=100, repeats=2))
