@@ -122,7 +122,7 @@ def _opbench_process(root: str, k: int) -> dict[str, float]:
                           capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"collect_callgrind failed:\n{done.stderr[-3000:]}")
-    from opbench import identity
+    from opbench.core import identity
     from opbench.results import load
 
     counts = [*load(out).instructions, *load(cpp).instructions]

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from opbench import baselines
+from opbench.store import baselines
 
 
 def test_root_is_the_project_root_from_any_subdirectory(tmp_path, monkeypatch):

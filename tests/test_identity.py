@@ -5,10 +5,11 @@ import pytest
 import torch
 
 import opbench
-from opbench import gate, identity
+from opbench import gate
+from opbench.core import identity
+from opbench.core.measurement import Measurement, TaskSpec
 from opbench.errors import NothingToCompareError
-from opbench.measurement import Measurement, TaskSpec
-from opbench.results import load, merge, save
+from opbench.store.results import load, merge, save
 from opbench.sweep import task_keys
 
 

@@ -5,8 +5,8 @@ import pytest
 
 from opbench import _C, gate
 from opbench.callgrind import in_process
-from opbench.instructions import InstructionCounts
-from opbench.measurement import TaskSpec
+from opbench.core.instructions import InstructionCounts
+from opbench.core.measurement import TaskSpec
 
 SPEC = TaskSpec("f()", "pass", name="f")
 

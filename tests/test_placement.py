@@ -12,8 +12,9 @@ import time
 import pytest
 
 import opbench
+import opbench.sweep.placement
 from opbench.errors import PlacementError
-from opbench.placement import Needs, needs_of, reserve
+from opbench.sweep.placement import Needs, needs_of, reserve
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
                                 reason="pinning uses Linux affinity calls")
@@ -70,7 +71,7 @@ def test_two_processes_never_share_a_core(slots):
         pytest.skip("needs two cores")
     code = textwrap.dedent("""
         import sys, time
-        from opbench.placement import Needs, reserve
+        from opbench.sweep.placement import Needs, reserve
         with reserve(Needs(cpus=1)) as slot:
             print(slot["cpus"][0], flush=True)
             time.sleep(1.0)
@@ -126,7 +127,7 @@ def _fake_topology(tmp_path, monkeypatch, siblings: dict[int, str]):
     for cpu, text in siblings.items():
         (root / f"cpu{cpu}" / "topology").mkdir(parents=True)
         (root / f"cpu{cpu}" / "topology" / "thread_siblings_list").write_text(text + "\n")
-    monkeypatch.setattr(opbench.placement, "_SYSFS_CPU", str(root), raising=False)
+    monkeypatch.setattr(opbench.sweep.placement, "_SYSFS_CPU", str(root), raising=False)
 
 
 def test_hyperthread_siblings_are_one_core(tmp_path, monkeypatch, slots):
@@ -135,7 +136,7 @@ def test_hyperthread_siblings_are_one_core(tmp_path, monkeypatch, slots):
         pytest.skip("needs two usable CPUs")
     a, b = allowed[:2]
     # a and b share one physical core: two measurements on them would share it.
-    monkeypatch.setattr(opbench.placement, "_allowed_cpus", lambda: [a, b])
+    monkeypatch.setattr(opbench.sweep.placement, "_allowed_cpus", lambda: [a, b])
     _fake_topology(tmp_path, monkeypatch, {a: f"{a},{b}", b: f"{a}-{b}" if b == a + 1 else f"{a},{b}"})
     with pytest.raises(PlacementError, match="needs 2 core"), reserve(Needs(cpus=2)):
         pass

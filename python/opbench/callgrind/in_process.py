@@ -21,11 +21,11 @@ it counts (as ``timeit`` times); the pytest plugin also fixes
 ``PYTHONHASHSEED``, sets torch's thread count to the Timer's and lets idle
 OpenMP workers sleep. Code that allocates much can still differ by a fraction
 of a percent between repeats; ``info["spread"]`` reports it and the gate's
-verdict allows for it (``opbench.decide.counts``). The empty-call loop is counted the
+verdict allows for it (``opbench.stats.decide.counts``). The empty-call loop is counted the
 same way and reported as the baseline (``empty_call_like``: an empty call of the
 statement's own kind, so ``per_run`` never falls below zero by the harness's cost).
 
-Example (only under valgrind; see ``opbench.pytest_plugin``)::
+Example (only under valgrind; see ``opbench.integrations.pytest_plugin``)::
 
     counts = count(lambda: sorted(xs), number=100, repeats=3, task_spec=spec,
                    out_prefix=os.environ[OUT_PREFIX_ENV])
@@ -45,10 +45,10 @@ from typing import Any, TypeVar
 from opbench import _C
 from opbench.callgrind._parse import parse_callgrind_out
 from opbench.callgrind.function_counts import FunctionCount, FunctionCounts
+from opbench.core.instructions import InstructionCounts
+from opbench.core.measurement import TaskSpec
 from opbench.engines.python import is_python_code
 from opbench.errors import CallgrindError, CallgrindUnavailableError
-from opbench.instructions import InstructionCounts
-from opbench.measurement import TaskSpec
 
 __all__ = ["OUT_PREFIX_ENV", "count", "empty_call_like", "running"]
 
