@@ -153,6 +153,9 @@ def measure(processes: int, peer: bool = False) -> dict[str, dict[str, list[floa
         for k in range(1, processes + 1):
             for row, value in _opbench_process(root, k).items():
                 out["opbench"].setdefault(row, []).append(value)
+            print(f"process {k}: " + ", ".join(f"{row} {values[-1]:,.1f}"
+                                              for row, values in out["opbench"].items()),
+                  flush=True)
             if peer:
                 for row, (stmt, setup) in _PEER_STATEMENTS.items():
                     out["torch"].setdefault(row, []).append(_peer_process(root, k, stmt, setup))
@@ -161,11 +164,12 @@ def measure(processes: int, peer: bool = False) -> dict[str, dict[str, list[floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="two processes, no peer")
+    parser.add_argument("--quick", action="store_true", help="one process, no peer (a smoke run)")
     parser.add_argument("--processes", type=int, default=5)
+    parser.add_argument("--no-peer", action="store_true", help="opbench alone")
     args = parser.parse_args()
-    processes = 2 if args.quick else args.processes
-    found = measure(processes, peer=not args.quick)
+    processes = 1 if args.quick else args.processes
+    found = measure(processes, peer=not (args.quick or args.no_peer))
     print(f"Instructions per run in {processes} fresh processes (working directories of "
           "7 to 35 letters, environments 3 to 15 KB larger); spread = (max - min) / median")
     print(f"{'statement':<24} {'tool':<8} {'spread':>8}  per run, each process")
