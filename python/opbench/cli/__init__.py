@@ -25,6 +25,7 @@ COMMANDS = {
     "timeit": "opbench.cli.timeit",
     "compare": "opbench.cli.compare",
     "show": "opbench.cli.show",
+    "compile-overheads": "opbench.cli.compile_overheads",
 }
 
 

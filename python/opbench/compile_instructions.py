@@ -1,0 +1,140 @@
+"""Instruction counts of a compiled call's layers: ``overheads(..., instructions=True)``.
+
+Times on a shared machine wander; instruction counts do not. A child Python
+runs under ``valgrind --tool=callgrind --instr-atstart=no`` (uninstrumented,
+so importing torch and compiling cost minutes, not hours), imports the
+function by name, loads the arguments, and for each setting compiles the
+function, finds its layers (``opbench.compile_layers``) and counts each
+probe with ``opbench.callgrind.in_process.count`` (the empty loop's count
+taken off, so the figure is the call's own). The parent splits the counts at
+the same boundaries as the times.
+
+The function must be importable by its module and qualified name (not defined
+in ``__main__`` or inside another function) and its arguments loadable by
+``torch.load``; otherwise, or without valgrind, ``count`` returns the reason.
+
+Example (minutes: the child imports torch and compiles under valgrind)::
+
+    counts = count(mymodule.add1, (torch.randn(10),), {}, ["requires_grad=False"], "inductor", None)
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["count"]
+
+_NUMBER = 20  # calls per counted loop: counts are exact, so few are needed
+
+
+def _importable(fn: Any) -> str | None:
+    """Why the child cannot import ``fn`` by name, or None."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not module or not qualname or module == "__main__" or "<locals>" in qualname:
+        return (f"{getattr(fn, '__qualname__', fn)!r} is not importable by name (define it at "
+                "module level in an importable module)")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return f"{module}.{qualname} cannot be imported"
+    return None if obj is fn else f"{module}.{qualname} is not the function given"
+
+
+def count(fn: Any, args: Sequence[Any], kwargs: dict[str, Any], columns: Sequence[str],
+          backend: str, mode: str | None, num_threads: int = 1,
+          timeout: float = 3600.0) -> dict[str, dict[str, float]] | str:
+    """Instructions per call, by column: ``"eager"`` and each probe key of the compiled
+    call (``compile_layers.BOUNDARIES``); or the reason they could not be counted."""
+    from opbench.callgrind.collect import callgrind_unavailable_reason
+
+    reason = callgrind_unavailable_reason() or _importable(fn)
+    if reason is not None:
+        return reason
+    import torch
+
+    from opbench.callgrind.in_process import OUT_PREFIX_ENV
+
+    with tempfile.TemporaryDirectory(prefix="opbench_compile_counts_") as work:
+        torch.save((list(args), dict(kwargs)), os.path.join(work, "args.pt"))
+        spec = {"module": fn.__module__, "qualname": fn.__qualname__, "columns": list(columns),
+                "backend": backend, "mode": mode, "num_threads": num_threads,
+                "args": os.path.join(work, "args.pt"), "out": os.path.join(work, "out.json")}
+        with open(os.path.join(work, "spec.json"), "w", encoding="utf-8") as f:
+            json.dump(spec, f)
+        prefix = os.path.join(work, "callgrind.out")
+        # The parent's import path, so the child finds what the parent imported.
+        path = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        env = dict(os.environ, **{OUT_PREFIX_ENV: prefix, "PYTHONHASHSEED": "0",
+                                  "PYTHONPATH": path})
+        command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+                   f"--callgrind-out-file={prefix}", f"--log-file={prefix}.log", sys.executable,
+                   "-c", "import sys; from opbench.compile_instructions import _child; "
+                   "_child(sys.argv[1])", os.path.join(work, "spec.json")]
+        try:
+            proc = subprocess.run(command, env=env, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return f"the counting child ran past {timeout:.0f} s"
+        if proc.returncode != 0 or not os.path.exists(spec["out"]):
+            return f"the counting child failed (status {proc.returncode}): " \
+                   f"{proc.stderr.strip().splitlines()[-1:] or ''}"
+        with open(spec["out"], encoding="utf-8") as f:
+            result: dict[str, dict[str, float]] = json.load(f)
+    return result
+
+
+def _child(spec_path: str) -> None:
+    """Runs under valgrind: counts every probe of every column, writes them as JSON."""
+    import torch
+
+    from opbench._threads import set_torch_threads
+    from opbench.callgrind.in_process import OUT_PREFIX_ENV
+    from opbench.callgrind.in_process import count as count_in_process
+    from opbench.compile_layers import find_layers, frame_code
+    from opbench.compile_overheads import _cell_args, _reset, _setting
+    from opbench.measurement import TaskSpec
+
+    with open(spec_path, encoding="utf-8") as f:
+        spec = json.load(f)
+    fn: Any = importlib.import_module(spec["module"])
+    for part in spec["qualname"].split("."):
+        fn = getattr(fn, part)
+    args, kwargs = torch.load(spec["args"], weights_only=False)
+    prefix = os.environ[OUT_PREFIX_ENV]
+
+    def per_call(call: Any, what: str) -> float:
+        counts = count_in_process(call, number=_NUMBER, repeats=1, task_spec=TaskSpec(what, ""),
+                                  out_prefix=prefix)
+        return counts.per_run
+
+    code = frame_code(fn)
+    out: dict[str, dict[str, float]] = {}
+    for column in spec["columns"]:
+        with set_torch_threads(spec["num_threads"]), _setting(torch, column):
+            cell_args = _cell_args(torch, args, column)
+            cell_kwargs = dict(zip(kwargs, _cell_args(torch, list(kwargs.values()), column)))
+            figures = {"eager": per_call(functools.partial(fn, *cell_args, **cell_kwargs),
+                                         "eager")}
+            _reset(torch, code)
+            compiled = torch.compile(fn, backend=spec["backend"], mode=spec["mode"])
+            compiled(*cell_args, **cell_kwargs)
+            compiled(*cell_args, **cell_kwargs)
+            layers = find_layers(compiled, fn, tuple(cell_args), cell_kwargs)
+            if layers:
+                for key, probe in layers.probes.items():
+                    figures[key] = per_call(probe.call, key)
+            else:
+                figures["compiled"] = per_call(
+                    functools.partial(compiled, *cell_args, **cell_kwargs), "compiled")
+            out[column] = figures
+    with open(spec["out"], "w", encoding="utf-8") as f:
+        json.dump(out, f)
