@@ -37,7 +37,8 @@ FLOORS = {
     4: ["opbench.table", "opbench.compare", "opbench.export", "opbench.plot", "opbench.gate",
         "opbench.baselines",
         "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile", "opbench.sweep",
-        "opbench.compile_overheads", "opbench.compile_layers", "opbench.compile_instructions"],
+        "opbench.compile_overheads", "opbench.compile_layers", "opbench.compile_instructions",
+        "opbench.compile_settings"],
     5: ["opbench.cli", "opbench.pytest_plugin", "opbench.__main__", "opbench"],
 }
 

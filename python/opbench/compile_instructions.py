@@ -100,7 +100,7 @@ def _child(spec_path: str) -> None:
     from opbench.callgrind.in_process import OUT_PREFIX_ENV
     from opbench.callgrind.in_process import count as count_in_process
     from opbench.compile_layers import find_layers, frame_code
-    from opbench.compile_overheads import _cell_args, _reset, _setting
+    from opbench.compile_settings import call_args, reset_cache, setting
     from opbench.measurement import TaskSpec
 
     with open(spec_path, encoding="utf-8") as f:
@@ -119,12 +119,12 @@ def _child(spec_path: str) -> None:
     code = frame_code(fn)
     out: dict[str, dict[str, float]] = {}
     for column in spec["columns"]:
-        with set_torch_threads(spec["num_threads"]), _setting(torch, column):
-            cell_args = _cell_args(torch, args, column)
-            cell_kwargs = dict(zip(kwargs, _cell_args(torch, list(kwargs.values()), column)))
+        with set_torch_threads(spec["num_threads"]), setting(torch, column):
+            cell_args = call_args(torch, args, column)
+            cell_kwargs = dict(zip(kwargs, call_args(torch, list(kwargs.values()), column)))
             figures = {"eager": per_call(functools.partial(fn, *cell_args, **cell_kwargs),
                                          "eager")}
-            _reset(torch, code)
+            reset_cache(torch, code)
             compiled = torch.compile(fn, backend=spec["backend"], mode=spec["mode"])
             compiled(*cell_args, **cell_kwargs)
             compiled(*cell_args, **cell_kwargs)

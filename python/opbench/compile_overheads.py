@@ -56,13 +56,13 @@ from opbench._checks import check_count, check_positive
 from opbench._text import text_table
 from opbench._threads import set_torch_threads
 from opbench.compile_layers import Layers, find_layers, frame_code
+from opbench.compile_settings import COLUMNS, cache_entries, call_args, reset_cache, setting
 from opbench.errors import RecompileError
 from opbench.first_call import measure_first_call
 from opbench.measurement import Measurement
 
 __all__ = ["COLUMNS", "CompileOverheads", "LayerSplit", "SplitRow", "overheads"]
 
-COLUMNS = ("requires_grad=False", "requires_grad=True", "inference_mode")
 ROWS = ("eager", "compiled")
 
 # The cross-checks: the layers' sum against the cell's own figure; the order of the
@@ -305,43 +305,6 @@ def import_torch(what: str) -> Any:
     return torch
 
 
-def _cell_args(torch: Any, values: Sequence[Any], column: str) -> list[Any]:
-    """The arguments for a column: floating-point tensors copied, requiring grad in the
-    ``requires_grad=True`` column; under ``inference_mode`` copies are inference tensors
-    (made inside the mode, as the thread's benchmark made them)."""
-    def prepare(v: Any) -> Any:
-        if not isinstance(v, torch.Tensor):
-            return v
-        copy = v.detach().clone()
-        if column == "requires_grad=True" and (copy.is_floating_point() or copy.is_complex()):
-            copy.requires_grad_(True)
-        return copy
-
-    return [prepare(v) for v in values]
-
-
-def _setting(torch: Any, column: str) -> Any:
-    return torch.inference_mode() if column == "inference_mode" else contextlib.nullcontext()
-
-
-def _entries(code: Any) -> int | None:
-    try:
-        from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
-    except ImportError:
-        return None
-    return len(_debug_get_cache_entry_list(code))
-
-
-def _reset(torch: Any, code: Any) -> None:
-    """Empties Dynamo's cache for ``code`` only (the user's other compiled functions
-    keep theirs); a torch without ``reset_code`` gets a full ``torch._dynamo.reset()``."""
-    reset_code = getattr(torch._C._dynamo.eval_frame, "reset_code", None)
-    if reset_code is not None:
-        reset_code(code)
-    else:
-        torch._dynamo.reset()
-
-
 @contextlib.contextmanager
 def _no_recompiles(torch: Any, where: str) -> Iterator[None]:
     """Turns a recompilation into opbench's RecompileError, with torch's reason (the
@@ -473,21 +436,21 @@ def overheads(
     for column in dict.fromkeys(columns):
         eager_s: float | None = None
         for row in ROWS:
-            with set_torch_threads(num_threads), _setting(torch, column):
-                cell_args = _cell_args(torch, args, column)
-                cell_kwargs = dict(zip(kwargs, _cell_args(torch, list(kwargs.values()), column)))
+            with set_torch_threads(num_threads), setting(torch, column):
+                cell_args = call_args(torch, args, column)
+                cell_kwargs = dict(zip(kwargs, call_args(torch, list(kwargs.values()), column)))
                 target_fn = fn
                 if row == "compiled":
-                    _reset(torch, code)
+                    reset_cache(torch, code)
                     target_fn = torch.compile(fn, backend=backend, mode=mode)
                 call = functools.partial(target_fn, *cell_args, **cell_kwargs)
                 timer = _python_timer(call, label=label, sub_label=row, description=column,
                                       num_threads=num_threads)
                 first = measure_first_call(timer)
-                compiled_entries = _entries(code) if row == "compiled" else None
+                compiled_entries = cache_entries(code) if row == "compiled" else None
                 call()  # a second call: a guard that fails only now recompiles here
                 recompiles = (None if compiled_entries is None
-                              else (_entries(code) or 0) - compiled_entries)
+                              else (cache_entries(code) or 0) - compiled_entries)
                 where = f"{label!r}, {row}, {column}"
                 with _no_recompiles(torch, where) if row == "compiled" else \
                         contextlib.nullcontext():
@@ -499,7 +462,7 @@ def overheads(
                             others.append(independent(call))
                     m = min(runs, key=lambda r: r.median)
                     if compiled_entries is not None and \
-                            _entries(code) != compiled_entries + (recompiles or 0):
+                            cache_entries(code) != compiled_entries + (recompiles or 0):
                         raise RecompileError(f"torch.compile compiled again while timing "
                                              f"{where} (the cache entries changed)")
                     layers = find_layers(target_fn, fn, tuple(cell_args), cell_kwargs) \
