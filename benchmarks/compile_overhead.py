@@ -18,6 +18,7 @@ timeit's, and each split's layers within 10% of the compiled cell's figure.
     python benchmarks/compile_overhead.py                 # all cells, Inductor (about a minute)
     python benchmarks/compile_overhead.py --quick         # one cell pair, the "eager" backend: seconds
     python benchmarks/compile_overhead.py --profile       # with the cProfile view of each compiled call
+    python benchmarks/compile_overhead.py --instructions  # and instruction counts (valgrind: minutes)
 """
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ from collections.abc import Callable
 from typing import Any
 
 CELL_TOLERANCE = 0.15
+
+
+def add1(x: Any) -> Any:
+    return x + 1
 
 
 def _timeit_peer(repeat: int) -> Callable[[Callable[[], Any]], float]:
@@ -47,6 +52,9 @@ def main() -> int:
     parser.add_argument("--backend", default="inductor", help="torch.compile backend")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per cell (default 5)")
     parser.add_argument("--profile", action="store_true", help="add the cProfile views")
+    parser.add_argument("--instructions", action="store_true",
+                        help="add instructions per call of each cell and layer (valgrind; "
+                             "about five minutes a column here)")
     args = parser.parse_args()
     try:
         import torch
@@ -57,11 +65,8 @@ def main() -> int:
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     import opbench.compile
 
-    def add1(x: Any) -> Any:
-        return x + 1
-
     options: dict[str, Any] = {"rounds": args.rounds, "min_run_time": 0.2, "max_run_time": 1.0,
-                               "profile": args.profile}
+                               "profile": args.profile, "instructions": args.instructions}
     if args.quick:
         options.update(columns=["requires_grad=False"], rounds=2, min_run_time=0.02,
                        max_run_time=0.1)

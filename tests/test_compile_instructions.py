@@ -34,6 +34,7 @@ def test_only_functions_importable_by_name_can_be_counted():
     assert compile_instructions._importable(add1) is None
     assert "not importable by name" in compile_instructions._importable(local)
     assert "not importable by name" in compile_instructions._importable(lambda x: x)
+    assert compile_instructions._load(add1.__module__, "add1", None) is add1
 
 
 def test_without_valgrind_the_reason_is_returned(monkeypatch):

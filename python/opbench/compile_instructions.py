@@ -7,10 +7,14 @@ function by name, loads the arguments, and for each setting compiles the
 function, finds its layers (``opbench.compile_layers``) and counts each
 probe with ``opbench.callgrind.in_process.count`` (the empty loop's count
 taken off, so the figure is the call's own). The parent splits the counts at
-the same boundaries as the times.
+the same boundaries as the times. valgrind cannot run every vector instruction
+Inductor generates (AVX-512, AVX2 masked loads), so the child's Inductor
+generates scalar kernels: the kernels counted differ from those timed (for a
+fixed-overhead study they are a sliver of the call).
 
-The function must be importable by its module and qualified name (not defined
-in ``__main__`` or inside another function) and its arguments loadable by
+The function must be importable by its module and qualified name (at module
+level of a module or of the script being run, not inside another function)
+and its arguments loadable by
 ``torch.load``; otherwise, or without valgrind, ``count`` returns the reason.
 
 Example (minutes: the child imports torch and compiles under valgrind)::
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -34,19 +39,42 @@ __all__ = ["count"]
 _NUMBER = 20  # calls per counted loop: counts are exact, so few are needed
 
 
+def _main_file() -> str | None:
+    """The script running as ``__main__``, which the child loads under another name (so
+    its ``if __name__ == "__main__":`` block does not run), as multiprocessing does."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.abspath(path) if path and path.endswith(".py") else None
+
+
 def _importable(fn: Any) -> str | None:
     """Why the child cannot import ``fn`` by name, or None."""
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
-    if not module or not qualname or module == "__main__" or "<locals>" in qualname:
+    if not module or not qualname or "<locals>" in qualname or \
+            (module == "__main__" and _main_file() is None):
         return (f"{getattr(fn, '__qualname__', fn)!r} is not importable by name (define it at "
-                "module level in an importable module)")
+                "module level in an importable module or script)")
     try:
-        obj: Any = importlib.import_module(module)
+        obj: Any = sys.modules["__main__"] if module == "__main__" else \
+            importlib.import_module(module)
         for part in qualname.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError):
         return f"{module}.{qualname} cannot be imported"
     return None if obj is fn else f"{module}.{qualname} is not the function given"
+
+
+def _load(module: str, qualname: str, main_file: str | None) -> Any:
+    if module == "__main__" and main_file:
+        spec = importlib.util.spec_from_file_location("__opbench_main__", main_file)
+        assert spec is not None and spec.loader is not None
+        obj: Any = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = obj
+        spec.loader.exec_module(obj)
+    else:
+        obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def count(fn: Any, args: Sequence[Any], kwargs: dict[str, Any], columns: Sequence[str],
@@ -65,7 +93,8 @@ def count(fn: Any, args: Sequence[Any], kwargs: dict[str, Any], columns: Sequenc
 
     with tempfile.TemporaryDirectory(prefix="opbench_compile_counts_") as work:
         torch.save((list(args), dict(kwargs)), os.path.join(work, "args.pt"))
-        spec = {"module": fn.__module__, "qualname": fn.__qualname__, "columns": list(columns),
+        spec = {"module": fn.__module__, "qualname": fn.__qualname__, "main_file": _main_file(),
+                "columns": list(columns),
                 "backend": backend, "mode": mode, "num_threads": num_threads,
                 "args": os.path.join(work, "args.pt"), "out": os.path.join(work, "out.json")}
         with open(os.path.join(work, "spec.json"), "w", encoding="utf-8") as f:
@@ -105,9 +134,12 @@ def _child(spec_path: str) -> None:
 
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
-    fn: Any = importlib.import_module(spec["module"])
-    for part in spec["qualname"].split("."):
-        fn = getattr(fn, part)
+    # valgrind cannot run the vector instructions Inductor picks from /proc/cpuinfo
+    # (which valgrind leaves as it is): AVX-512, and AVX2's masked loads. Scalar kernels.
+    import torch._inductor.config
+
+    torch._inductor.config.cpp.simdlen = 0
+    fn = _load(spec["module"], spec["qualname"], spec["main_file"])
     args, kwargs = torch.load(spec["args"], weights_only=False)
     prefix = os.environ[OUT_PREFIX_ENV]
 

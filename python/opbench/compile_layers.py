@@ -370,6 +370,11 @@ def find_layers(compiled: Callable[..., Any], fn: Any, args: tuple[Any, ...],
         return _find(torch, compiled, fn, args, kwargs)
     except _Skip as e:
         return Layers(reason=str(e))
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        # An object shaped otherwise than this module expects: a layout it does not
+        # know (the patches are undone by then), reported rather than guessed around.
+        return Layers(reason=f"this torch's objects are laid out differently "
+                             f"({type(e).__name__}: {e})")
 
 
 def _find(torch: Any, compiled: Callable[..., Any], fn: Any, args: tuple[Any, ...],

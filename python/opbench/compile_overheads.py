@@ -18,11 +18,11 @@ that thread asks next: which layer of the compiled call costs what.
   next (``opbench.compile_layers``: Dynamo's frame evaluation, cache lookup and
   guards; AOTAutograd's runtime wrappers and autograd Function; Inductor's
   compiled graph, module call and launcher; the kernels) are timed with the
-  arguments they get in a real call, interleaved over ``rounds`` rounds, each
-  keeping its least-disturbed round (the least per-call median: disturbance
-  only adds time). A layer's cost is its callable's time minus the next one's.
-  Printed as microseconds per call, share of the compiled call and share of the
-  overhead over eager.
+  arguments they get in a real call, in short blocks (2 ms) taking turns, each
+  keeping its least block (disturbance only adds time; the least of many short
+  blocks is the undisturbed cost). A layer's cost is its callable's time minus
+  the next one's. Printed as microseconds per call, share of the compiled call
+  and share of the overhead over eager.
 * **Cross-checks.** The layers telescope to the split's own figure for the whole
   compiled call; that sum is checked against the cell's figure, measured apart
   by the stopping rule (within 10%). Where a layer comes out negative (noise
@@ -324,11 +324,8 @@ def _no_recompiles(torch: Any, where: str) -> Iterator[None]:
 
 
 def _python_timer(call: Callable[[], Any], **labels: Any) -> Any:
-    """A Timer that calls ``call`` from a Python loop, as user code (and ``timeit``) does.
-
-    Not the native loop opbench uses for C callables: a compiled function called from
-    C runs about twice as fast as from Python (measured on torch 2.13: 12 against 25
-    µs for ``x + 1``), so a figure from C would describe no real caller."""
+    """A Timer that calls ``call`` from a Python loop, as user code (and ``timeit``) calls
+    a compiled function, rather than from opbench's native loop for C callables."""
     from opbench.timer import Timer
 
     return Timer("_call()", globals={"_call": call}, **labels)
@@ -388,7 +385,8 @@ def overheads(
         target, min_run_time, max_run_time: each cell's stopping rule
             (``opbench.stopping.converge``: the median's 95% interval within
             +-``target``), per round.
-        rounds: rounds per cell (and per split); each keeps its least-disturbed one.
+        rounds: rounds per cell, alternating with ``independent``; each keeps its
+            least-disturbed round (the least median).
         split: split each compiled cell by layer.
         split_blocks, split_block_time: the split times each layer's callable in
             ``split_blocks`` blocks of about ``split_block_time`` seconds, the callables
