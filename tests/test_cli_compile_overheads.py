@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from opbench.cli import main
+from opbench.integrations.cli import main
 
 QUICK = ["--rounds", "1", "--min-run-time", "0.01", "--max-run-time", "0.05"]
 

@@ -1,4 +1,4 @@
-"""opbench.compile_instructions and the instruction cross-check of the split: counts put on
+"""opbench.analysis.compile_instructions and the instruction cross-check of the split: counts put on
 the cells and split at the same boundaries as the times; the reasons when they cannot be."""
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="compile counts need torch")
 
-from opbench import compile_instructions  # noqa: E402
-from opbench.callgrind.collect import callgrind_unavailable_reason  # noqa: E402
-from opbench.compile_overheads import (  # noqa: E402
+from opbench.analysis import compile_instructions  # noqa: E402
+from opbench.analysis.compile_overheads import (  # noqa: E402
     LayerSplit,
     SplitRow,
     _add_instructions,
     _spearman,
     overheads,
 )
-from opbench.measurement import Measurement, TaskSpec  # noqa: E402
+from opbench.callgrind.collect import callgrind_unavailable_reason  # noqa: E402
+from opbench.core.measurement import Measurement, TaskSpec  # noqa: E402
 
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 

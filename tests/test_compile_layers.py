@@ -1,4 +1,4 @@
-"""opbench.compile_layers: the callables of a torch.compile'd call, found through torch's
+"""opbench.analysis.compile_layers: the callables of a torch.compile'd call, found through torch's
 own cache entries and objects, and the reasons given when a torch lays them out otherwise.
 
 Compiling with Inductor takes seconds to tens of seconds here, so one compiled function
@@ -12,8 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="compile_layers reads torch.compile's internals")
 
-from opbench import compile_layers  # noqa: E402
-from opbench.compile_layers import BOUNDARIES, find_layers, frame_code  # noqa: E402
+from opbench.analysis import compile_layers  # noqa: E402
+from opbench.analysis.compile_layers import BOUNDARIES, find_layers, frame_code  # noqa: E402
 
 # Inductor finds g++ on PATH; the venv's folder may hold the tools it needs.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")

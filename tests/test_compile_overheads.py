@@ -1,4 +1,4 @@
-"""opbench.compile_overheads: eager vs torch.compile per call, in each setting, split by
+"""opbench.analysis.compile_overheads: eager vs torch.compile per call, in each setting, split by
 layer. Structure and cross-checks are asserted, never timings (the machine is shared).
 
 One Inductor study (two columns, short times) serves the structural tests; the
@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch", reason="overheads measures torch.compile")
 
 import opbench  # noqa: E402
 import opbench.compile  # noqa: E402
-from opbench.compile_overheads import COLUMNS, overheads  # noqa: E402
+from opbench.analysis.compile_overheads import COLUMNS, overheads  # noqa: E402
 
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
@@ -79,7 +79,9 @@ def test_first_calls_recompiles_and_the_independent_figure(study):
     assert result.independent[("eager", "requires_grad=True")] == 1e-6
     details = result.details().splitlines()
     assert details[0].split() == ["cell", "first", "call", "(ms)", "recompiles",
-                                  "independent", "(us)", "opbench", "/", "independent"]
+                                  "instructions/call", "independent", "(us)", "opbench", "/",
+                                  "independent"]
+    assert details[1].split()[4] == "-"  # not counted unless instructions=True
     assert len(details) == 5
 
 

@@ -1,4 +1,4 @@
-"""opbench.compile_settings: the columns' arguments and contexts, and a per-function reset of
+"""opbench.analysis.compile_settings: the columns' arguments and contexts, and a per-function reset of
 Dynamo's cache."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the settings are torch's")
 
-from opbench.compile_settings import (  # noqa: E402
+from opbench.analysis.compile_settings import (  # noqa: E402
     COLUMNS,
     cache_entries,
     call_args,
