@@ -30,7 +30,7 @@ compat = _load_tool()
 def test_parity_suite_is_the_differential_tests():
     files = compat.parity_files()
     # Module-level imports, imports inside a test, importorskip, the fuzzer fixture.
-    assert {"tests/test_analysis_compare.py", "tests/test_measurement.py", "tests/test_callgrind_collect.py",
+    assert {"tests/test_compare.py", "tests/test_measurement.py", "tests/test_callgrind_collect.py",
             "tests/test_compile.py", "tests/test_op_fuzzers.py"} <= set(files)
     # Files that only mention torch.utils.benchmark, or do not compare with torch.
     assert not {"tests/test_compat_check.py", "tests/test_cpp_headers.py",

@@ -3,11 +3,12 @@
 The rule (README, Development): the tests of ``python/opbench/a/b/c.py`` are in
 ``tests/test_<tail>.py``, where the tail is the module's path with ``/`` written
 ``_`` (``__init__`` and ``.py`` dropped, leading underscores too: ``_floors.py``
-is ``floors``), cut from the left as far as it still names no other module (the whole path always
-names its module):
+is ``floors``), cut from the left as far as it still names no other module, or names others with
+longer paths only (the whole path always names its module):
 ``core/measurement.py`` is ``test_measurement.py`` (or ``test_core_measurement.py``),
-``analysis/compare.py`` needs ``test_analysis_compare.py`` because
-``integrations/cli/compare.py`` is ``test_cli_compare.py``. The package itself
+``analysis/compare.py`` is ``test_compare.py`` and ``integrations/cli/compare.py``
+``test_cli_compare.py``; ``engines/cpp/engine.py`` and ``engines/cuda/engine.py``
+tie, so neither is ``test_engine.py``. The package itself
 (``__init__.py``: what ``import opbench`` offers) is ``test_public_surface.py``.
 A folder's ``__init__.py`` that holds only its docstring has nothing to test and needs none.
 """
@@ -47,10 +48,15 @@ def expected_names(package: Path = PACKAGE) -> dict[str, list[str]]:
     for module, parts in modules.items():
         for tail in _tails(parts):
             owners.setdefault(tail, set()).add(module)
-    # The full path always names its module (``stats/__init__.py`` is ``test_stats.py``
-    # though ``callgrind/stats.py`` ends in ``stats`` too); a shorter tail, when unique.
+    def keeps(module: str, tail: str) -> bool:
+        # A tail several modules end in belongs to the one with the shortest path
+        # (``stats/__init__.py`` keeps ``stats``; ``callgrind/stats.py`` is
+        # ``callgrind_stats``), to none on a tie; the whole path always names its module.
+        shortest = min(len(modules[m]) for m in owners[tail])
+        return [m for m in owners[tail] if len(modules[m]) == shortest] == [module]
+
     return {module: [f"test_{tail}.py" for i, tail in enumerate(_tails(parts))
-                     if i == 0 or owners[tail] == {module}]
+                     if i == 0 or keeps(module, tail)]
             for module, parts in modules.items()}
 
 
@@ -70,7 +76,8 @@ def test_every_module_has_a_test_file() -> None:
 def test_names_follow_the_rule(tmp_path: Path) -> None:
     # A small tree with the same kinds of clash as the real one.
     for name in ("__init__.py", "_floors.py", "core/__init__.py", "core/measurement.py",
-                 "analysis/compare.py", "cli/compare.py", "stats/__init__.py", "callgrind/stats.py"):
+                 "analysis/compare.py", "integrations/cli/compare.py", "stats/__init__.py",
+                 "callgrind/stats.py", "engines/cpp/engine.py", "engines/cuda/engine.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x = 1\n")
     (tmp_path / "analysis/__init__.py").write_text('"""Tables and comparisons."""\n')
@@ -79,8 +86,10 @@ def test_names_follow_the_rule(tmp_path: Path) -> None:
     assert names["__init__.py"] == ["test_public_surface.py"]
     assert names["_floors.py"] == ["test_floors.py"]
     assert names["core/measurement.py"] == ["test_core_measurement.py", "test_measurement.py"]
-    assert names["analysis/compare.py"] == ["test_analysis_compare.py"]
-    assert names["cli/compare.py"] == ["test_cli_compare.py"]
+    assert names["analysis/compare.py"] == ["test_analysis_compare.py", "test_compare.py"]
+    assert names["integrations/cli/compare.py"] == ["test_integrations_cli_compare.py",
+                                                    "test_cli_compare.py"]
+    assert names["engines/cpp/engine.py"] == ["test_engines_cpp_engine.py", "test_cpp_engine.py"]
     # stats/__init__ is `stats`, so callgrind/stats.py must say which stats it is.
     assert names["stats/__init__.py"] == ["test_stats.py"]
     assert names["callgrind/stats.py"] == ["test_callgrind_stats.py"]
