@@ -43,12 +43,12 @@ def test_an_unreadable_file_is_a_usage_error_and_never_overwritten(tmp_path: Pat
 
 def test_latest_without_a_saved_run_says_how_to_make_one(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(baselines.ENV_VAR, raising=False)
+    monkeypatch.setenv(baselines.ENV_VAR, str(tmp_path / "baselines"))
     with pytest.raises(pytest.UsageError, match="run once with --opbench-autosave"):
-        _Session(FakeConfig(rootpath=tmp_path, opbench_compare="latest"))  # type: ignore[arg-type]
-    saved = baselines.autosave([Measurement(1, [1e-6], TaskSpec("f()", "pass"))],
-                               root=tmp_path / ".opbench")
-    state = _Session(FakeConfig(rootpath=tmp_path, opbench_compare="latest"))  # type: ignore[arg-type]
+        _Session(FakeConfig(opbench_compare="latest"))  # type: ignore[arg-type]
+    saved = baselines.autosave([Measurement(1, [1e-6], TaskSpec("f()", "pass"))])
+    assert saved.is_relative_to(tmp_path / "baselines")
+    state = _Session(FakeConfig(opbench_compare="latest"))  # type: ignore[arg-type]
     assert state.baseline_path == str(saved)
 
 
