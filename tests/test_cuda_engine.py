@@ -12,8 +12,8 @@ from opbench.engines.cuda import engine as cuda_engine
 
 
 class _FakeDeviceTimer:
-    def __init__(self, fn: Any, mode: str, cache: str) -> None:
-        self.fn, self.mode, self.cache = fn, mode, cache
+    def __init__(self, fn: Any, mode: str, cache: str, **options: Any) -> None:
+        self.fn, self.mode, self.cache, self.options = fn, mode, cache, options
         self.last_per_call_times: list[float] = []
 
     def timeit(self, number: int) -> float:
