@@ -33,10 +33,12 @@ FLOORS = {
     3: ["opbench.measurement", "opbench.instructions", "opbench.timer", "opbench.first_call",
         "opbench.stopping",
         "opbench.profile", "opbench.fuzzer", "opbench.sparse_fuzzer", "opbench.op_fuzzers",
-        "opbench.callgrind", "opbench.executors"],
+        "opbench.callgrind", "opbench.executors", "opbench.work", "opbench._work_modes",
+        "opbench.peaks", "opbench.throughput"],
     4: ["opbench.table", "opbench.compare", "opbench.export", "opbench.plot", "opbench.gate",
         "opbench.baselines",
-        "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile", "opbench.sweep"],
+        "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile", "opbench.sweep",
+        "opbench.columns", "opbench.roofline"],
     5: ["opbench.cli", "opbench.pytest_plugin", "opbench.__main__", "opbench"],
 }
 

@@ -83,6 +83,8 @@ _LAZY = {
     "FuzzedSparseTensor": ("opbench.sparse_fuzzer", "FuzzedSparseTensor"),
     # Sweeps bring executors (sockets, subprocess pools): 20 ms of every import.
     "run_all": ("opbench.sweep", "run_all"),
+    # The roofline plot brings matplotlib (on call, not on import).
+    "plot_roofline": ("opbench.roofline", "plot_roofline"),
     # The name opbench 0.1 gave CompileError.
     "CppCompileError": ("opbench.errors", "CompileError"),
 }
@@ -144,7 +146,8 @@ __all__ = [
 
 # Submodules reachable as attributes without an explicit import
 # (`opbench.compile.bench_all(...)`), loaded on first access.
-_LAZY_MODULES = {"compile", "plot", "export", "profile", "op_fuzzers", "fuzzer", "stats"}
+_LAZY_MODULES = {"compile", "plot", "export", "profile", "op_fuzzers", "fuzzer", "stats",
+                 "peaks", "roofline", "work"}
 
 
 def __getattr__(name: str) -> Any:

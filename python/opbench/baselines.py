@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import datetime
-import hashlib
 import os
 import re
 import subprocess
@@ -31,27 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from opbench import environment as _environment
+from opbench.environment import BASELINE_DIR_ENV as ENV_VAR
+from opbench.environment import machine_id, root_dir
 from opbench.results import save
 
 __all__ = ["ENV_VAR", "autosave", "latest", "machine_id", "root_dir", "runs"]
 
-ENV_VAR = "OPBENCH_BASELINE_DIR"
 _RUN = re.compile(r"^(\d{4,})_.*\.json$")
-
-
-def root_dir(root: str | os.PathLike[str] | None = None) -> Path:
-    """Where baselines live: ``root``, else ``$OPBENCH_BASELINE_DIR``, else ``./.opbench``."""
-    return Path(root if root is not None else os.environ.get(ENV_VAR) or ".opbench")
-
-
-def machine_id(env: dict[str, Any] | None = None) -> str:
-    """``Linux-x86_64-CPython3.11-1a2b3c`` for the environment ``env`` (default: this one)."""
-    env = _environment.collect() if env is None else env
-    system = str(env.get("platform") or "unknown").split("-")[0]
-    python = ".".join(str(env.get("python") or "0.0").split(".")[:2])
-    cpu = hashlib.sha1(f"{env.get('cpu_model')}|{env.get('cpu_count')}".encode()).hexdigest()[:6]
-    name = f"{system}-{env.get('machine')}-{env.get('python_implementation')}{python}-{cpu}"
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
 def _git_commit() -> str | None:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from opbench import _numerics, stats
+from opbench.throughput import Throughput
 
 __all__ = [
     "Measurement",
@@ -40,7 +41,9 @@ class TaskSpec:
 
     torch's eight fields, plus ``name``: the benchmark's name in results files
     and regression gates, given by the user (``Timer(name=...)``) or, for a
-    callable timed without labels, its module-qualified name.
+    callable timed without labels, its module-qualified name; and ``flops`` /
+    ``bytes``: the work of one run when declared (``Timer(flops=...)``; see
+    ``opbench.throughput``). None of these is in the text or the key.
 
     Example:
         >>> TaskSpec(stmt="x + 1", setup="x = 1", label="add").title
@@ -58,6 +61,14 @@ class TaskSpec:
     env: str | None = None
     num_threads: int = 1
     name: str | None = None
+    flops: float | None = None
+    bytes: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict, ``flops`` / ``bytes`` only when declared: what results
+        files and sweep keys hold, unchanged for a TaskSpec without work."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if v is not None or k not in ("flops", "bytes")}
 
     @property
     def key(self) -> str:
@@ -107,7 +118,7 @@ _TASKSPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(TaskSpec))
 
 
 @dataclasses.dataclass(init=True, repr=False)
-class Measurement:
+class Measurement(Throughput):
     """The times of one task: ``raw_times[i]`` seconds for ``number_per_run`` runs each.
 
     Statistics (``median``, ``mean``, ``iqr``, ...) are per run: raw times
@@ -122,6 +133,10 @@ class Measurement:
             (host clock after a device synchronize), e.g. ``"cuda-events"``.
         info: opbench's own facts about the run (device clocks, first-call
             time, ...); ``metadata`` stays reserved for the user, as in torch.
+
+    Throughput (``opbench.throughput``): ``flops``, ``bytes`` (one run's work,
+    declared or counted; None when unknown), ``flop_rate``, ``byte_rate``,
+    ``arithmetic_intensity``, ``bound`` and ``efficiency``.
 
     Example:
         >>> m = Measurement(10, [1e-5, 2e-5, 3e-5], TaskSpec("f()", "pass"))

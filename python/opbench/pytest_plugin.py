@@ -30,6 +30,8 @@ Options (the gate):
     --opbench-inconclusive P    fail (default), warn or pass an undecided benchmark whose
                                 medians moved beyond the threshold.
     --opbench-fail-on-missing   fail when a baseline benchmark did not run.
+    --opbench-gate-on METRIC    time (default), byte_rate or flop_rate: gate on throughput
+                                (time per unit of the work declared or counted: flops=/bytes=).
     --opbench-mode MODE         time (default) or instructions: run the session under
                                 callgrind and count each benchmark's instructions per run
                                 (no sampling noise: gates a 1% change on a noisy machine).
@@ -99,6 +101,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "(default), warn or pass.")
     add("--opbench-fail-on-missing", action="store_true", default=False,
         help="fail when a benchmark of the baseline did not run.")
+    add("--opbench-gate-on", choices=("time", "byte_rate", "flop_rate"), default="time",
+        help="what the gate compares: time (default), or throughput of the declared or "
+             "counted work (flops=/bytes=).")
     add("--opbench-mode", choices=("time", "instructions"), default="time",
         help="time (default), or count instructions under callgrind (needs valgrind).")
     add("--opbench-disable", action="store_true", default=False,
@@ -134,6 +139,7 @@ class _Session:
         self.fail_above: str | None = opt("opbench_fail_above")
         self.inconclusive: str = opt("opbench_inconclusive")
         self.fail_on_missing: bool = opt("opbench_fail_on_missing")
+        self.gate_on: str = opt("opbench_gate_on")
         self.mode: str = opt("opbench_mode")
         self.disabled: bool = opt("opbench_disable")
         self.min_time: float = opt("opbench_min_time")
@@ -377,7 +383,9 @@ class BenchmarkFixture:
                 ``"converge"``, called with ``min_run_time`` and ``method_kwargs``.
             min_run_time, max_run_time, min_samples: default to the session's
                 ``--opbench-min-time``, ``--opbench-max-time``, ``--opbench-min-samples``.
-            timer_kwargs: more ``opbench.Timer`` arguments (``num_threads``, ``env``, ...).
+            timer_kwargs: more ``opbench.Timer`` arguments (``num_threads``, ``env``,
+                ``flops=`` / ``bytes=`` for throughput: a number, a callable of the
+                inputs, or ``"count"``; ...).
 
         Returns:
             The Measurement (under ``--opbench-disable``: of a single call); in
@@ -434,7 +442,8 @@ class BenchmarkFixture:
         baseline = [r for r in state.baseline.all() if r.task_spec.key == key]
         confirmations = 0
         while baseline and confirmations < _CONFIRMATIONS:
-            row = gate.compare(baseline, [result], threshold=state.threshold).rows
+            row = gate.compare(baseline, [result], threshold=state.threshold,
+                               metric=state.gate_on).rows
             if not row or row[0].status not in ("regression", "possible regression"):
                 break
             confirmations += 1
@@ -494,7 +503,8 @@ def _gate(state: _Session) -> None:
     try:
         state.report = gate.compare(state.baseline, state.results, threshold=state.threshold,
                                     inconclusive=state.inconclusive,
-                                    fail_on_missing=state.fail_on_missing)
+                                    fail_on_missing=state.fail_on_missing,
+                                    metric=state.gate_on)
     except NothingToCompareError as e:
         state.gate_error = str(e)
 

@@ -62,6 +62,7 @@ FORMAT = "opbench-results"
 VERSION = 2
 
 _OPTIONAL_STR_SPEC_FIELDS = ("label", "sub_label", "description", "env", "name")
+_WORK_FIELDS = ("flops", "bytes")  # declared work per run (opbench.throughput)
 _MEASUREMENT_KEYS = {"number_per_run", "raw_times", "task_spec", "metadata", "overhead",
                      "clock", "info", "statistics", "omitted"}
 _INSTRUCTION_KEYS = {"number_per_run", "counts", "task_spec", "baseline", "info", "per_run"}
@@ -210,7 +211,7 @@ def _measurement_to_dict(m: Measurement) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "number_per_run": m.number_per_run,
         "raw_times": list(m.raw_times),
-        "task_spec": dataclasses.asdict(m.task_spec),
+        "task_spec": m.task_spec.to_dict(),
         "overhead": m.overhead,
         "clock": m.clock,
     }
@@ -224,7 +225,7 @@ def _instructions_to_dict(c: InstructionCounts) -> dict[str, Any]:
         "number_per_run": c.number_per_run,
         "counts": list(c.counts),
         "baseline": c.baseline,
-        "task_spec": dataclasses.asdict(c.task_spec),
+        "task_spec": c.task_spec.to_dict(),
     }
     _with_extras(entry, c, ("info",))
     entry["per_run"] = c.per_run  # for readers other than opbench; recomputed on load
@@ -365,6 +366,10 @@ class _Checker:
         threads = s.get("num_threads", 1)
         self.expect(is_count(threads) and threads <= _MAX_THREADS, f"{where}.num_threads",
                     f"expected an int from 1 to {_MAX_THREADS}, got {threads!r}")
+        for key in _WORK_FIELDS:
+            v = s.get(key)
+            self.expect(v is None or (is_finite_number(v) and v >= 0), f"{where}.{key}",
+                        f"expected a finite number >= 0 or null, got {v!r}")
         known = {f.name for f in dataclasses.fields(TaskSpec)}
         self.expect(not (s.keys() - known), where, f"unknown keys {sorted(s.keys() - known)}")
 

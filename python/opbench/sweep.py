@@ -94,7 +94,7 @@ def task_keys(timers: list[Any]) -> list[str]:
     seen: collections.Counter[str] = collections.Counter()
     keys = []
     for t in timers:
-        spec = json.dumps(dataclasses.asdict(t.task_spec), sort_keys=True)
+        spec = json.dumps(t.task_spec.to_dict(), sort_keys=True)
         seen[spec] += 1
         keys.append(hashlib.sha256(f"{spec}#{seen[spec]}".encode()).hexdigest()[:20])
     return keys

@@ -1,4 +1,4 @@
-"""``opbench show FILE... [--trim] [--color auto|always|never] [--verbose]``: results as tables.
+"""``opbench show FILE... [--trim] [--columns LIST] [--color ...] [--verbose]``: results as tables.
 
 Loads files written by ``opbench.save`` (or ``--opbench-save``, ``opbench
 timeit --save``, ``--autosave``) and prints their results as Compare tables:
@@ -9,6 +9,8 @@ when their env differs). A line per file says where it was measured.
 
 Options:
     --trim      show each value only to the significant figures its spread supports.
+    --columns   what each cell shows, comma-separated: time (default), GB/s, TFLOP/s,
+                "% of peak" (from the work the results declared or counted).
     --color     colour each value against the best of its column: auto (on a terminal,
                 unless NO_COLOR is set; the default), always or never.
     --verbose   also the full environment and each Measurement's statistics
@@ -33,6 +35,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("files", nargs="+", metavar="FILE", help="results files (opbench.save)")
     p.add_argument("--trim", action="store_true",
                    help="trim values to the significant figures their spread supports")
+    p.add_argument("--columns", default="time", metavar="LIST",
+                   help="comma-separated metrics per cell: time (default), GB/s, TFLOP/s, "
+                        "'%% of peak'")
     add_color_option(p)
     p.add_argument("-v", "--verbose", action="store_true",
                    help="also print the environment and every Measurement's statistics")
@@ -58,7 +63,7 @@ def _load(path: str) -> Any:
 def _print_table(results: list[Any], args: argparse.Namespace) -> None:
     from opbench.compare import Compare
 
-    table = Compare(results)
+    table = Compare(results, columns=args.columns)
     if args.trim:
         table.trim_significant_figures()
     if use_color(args.color):
@@ -68,6 +73,9 @@ def _print_table(results: list[Any], args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opbench.columns import check
+
+    check(args.columns)  # a bad --columns fails before any file is read
     loaded = [(path, _load(path)) for path in args.files]  # all or nothing: check every file
     for path, results in loaded:
         print(f"{path}: {len(results)} measurement(s)"
