@@ -149,3 +149,17 @@ def test_program_name_follows_how_it_was_run(tmp_path) -> None:
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "opbench timeit: error: --number" in r.stderr
     assert "python -m opbench" not in r.stderr
+
+
+def test_timeit_takes_work_and_prints_throughput(fake_peaks, capsys):
+    from opbench.cli import main
+
+    code = main(["timeit", "--bytes", "count", "--flops", "count", "--min-run-time", "0.01",
+                 "-s", "x = torch.ones(1000)", "x + x"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "  Work: 1000 FLOPs (counted), 8000 bytes (counted): " in out and "-bound, " in out
+    assert main(["timeit", "--bytes", "16", "--min-run-time", "0.01", "pass"]) == 0
+    assert "16 bytes (declared)" in capsys.readouterr().out
+    assert main(["timeit", "--flops", "-3", "pass"]) == 2
+    assert "--flops must be a number >= 0 or 'count', got '-3'" in capsys.readouterr().err

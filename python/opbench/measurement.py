@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from opbench import _numerics, stats
+from opbench import _numerics, stats, throughput
 from opbench.throughput import Throughput
 
 __all__ = [
@@ -296,8 +296,9 @@ class Measurement(Throughput):
         return stats.summary(self.times, confidence)
 
     def describe(self, confidence: float = 0.95) -> str:
-        """torch's text followed by the spread, the median's interval, outliers and, for
-        a noise-targeted run, whether it converged.
+        """torch's text followed by the spread, the median's interval, outliers, the
+        throughput when the work is known and, for a noise-targeted run, whether it
+        converged.
 
         Example:
             >>> m = Measurement(1, [1e-6 * (1 + i / 100) for i in range(20)], TaskSpec("f()", "pass"))
@@ -332,6 +333,9 @@ class Measurement(Throughput):
                          f"{f' ({severe} severe)' if severe else ''} of {s.n}")
         else:
             lines.append(f"  Outliers (Tukey fences): none of {s.n}")
+        work = throughput.describe(self)
+        if work:
+            lines.append(work)
         info = self.info or {}
         if "converged" in info:
             achieved = info.get("relative_ci")

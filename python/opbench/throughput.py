@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["Throughput", "declared_or_counted"]
+__all__ = ["Throughput", "declared_or_counted", "describe"]
 
 
 def declared_or_counted(m: Any, what: str) -> float | None:
@@ -95,7 +95,9 @@ class Throughput:
     def efficiency(self) -> float | None:
         """The share of the relevant peak reached: the byte rate over the peak bandwidth
         when memory-bound, the FLOP rate over the peak FLOP rate when compute-bound.
-        Without a FLOP count (or its peak), the byte rate over the bandwidth."""
+        Without a FLOP count (or its peak), the byte rate over the bandwidth. The
+        bandwidth peak is main memory's (STREAM beyond the caches): a statement whose
+        data fits in cache can exceed 1."""
         peaks = self.peaks
         if peaks is None:
             return None
@@ -105,3 +107,44 @@ class Throughput:
             return None if rate is None else rate / peaks["flop_rate"]
         rate = self.byte_rate
         return None if rate is None else rate / peaks["bandwidth"]
+
+
+def _source(m: Any, what: str) -> str:
+    return "declared" if getattr(m.task_spec, what, None) is not None else "counted"
+
+
+def describe(m: Any) -> str | None:
+    """One line of throughput for ``Measurement.describe()``; None without known work.
+
+    Example:
+        >>> from opbench import Measurement, TaskSpec
+        >>> m = Measurement(1, [2e-3], TaskSpec("y.copy_(x)", "pass", bytes=8e6, flops=0),
+        ...                 info={"peaks": {"bandwidth": 1e10, "flop_rate": 1e11}})
+        >>> line = describe(m)
+        >>> line.startswith("  Work: 0 FLOPs (declared), 8e+06 bytes (declared): 4.00 GB/s")
+        True
+        >>> line.endswith("; memory-bound, 40.0% of peak")
+        True
+    """
+    flops, moved = m.flops, m.bytes
+    if flops is None and moved is None:
+        reason = (m.info or {}).get("work", {}).get("reason")
+        return f"  Work: not counted ({reason})" if reason else None
+    parts = []
+    if flops is not None:
+        parts.append(f"{flops:.4g} FLOPs ({_source(m, 'flops')})")
+    if moved is not None:
+        parts.append(f"{moved:.4g} bytes ({_source(m, 'bytes')})")
+    rates = []
+    if m.byte_rate is not None:
+        rates.append(f"{m.byte_rate / 1e9:.2f} GB/s")
+    if m.flop_rate is not None:
+        rates.append(f"{m.flop_rate / 1e12:.4f} TFLOP/s")
+    line = f"  Work: {', '.join(parts)}: {', '.join(rates)}"
+    if m.bound is not None and m.efficiency is not None:
+        line += f"; {m.bound}-bound, {m.efficiency:.1%} of peak"
+    elif m.efficiency is not None:
+        line += f"; {m.efficiency:.1%} of peak bandwidth"
+    if m.efficiency is not None and m.efficiency > 1 and m.bound != "compute":
+        line += " (above memory's peak: the data came from cache)"
+    return line
