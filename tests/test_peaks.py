@@ -79,3 +79,20 @@ def test_the_command_shows_and_refreshes(fake_peaks, capsys):
     assert main(["peaks", "--threads", "2", "--dtype", "float32", "--refresh"]) == 0
     assert len(fake_peaks) == 2
     assert main(["peaks", "--threads", "0"]) == 2
+
+
+def test_datasheet_figures_come_from_the_drivers_clocks_and_bus(monkeypatch):
+    from types import SimpleNamespace
+
+    # An H100 SXM as the driver reports it: 132 SMs at 1.98 GHz, HBM3 at 2.619 GHz x 5120 bits.
+    props = SimpleNamespace(name="NVIDIA H100", major=9, minor=0, multi_processor_count=132,
+                            clock_rate=1_980_000, memory_clock_rate=2_619_000,
+                            memory_bus_width=5120)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: props)
+    ds = peaks._datasheet(torch, "cuda:0")
+    assert ds["bandwidth"] == 2 * 2_619_000e3 * 5120 / 8  # 3.35 TB/s
+    assert ds["float32_flop_rate"] == 2 * 128 * 132 * 1_980_000e3  # 66.9 TFLOP/s
+    unknown = SimpleNamespace(**{**vars(props), "major": 5, "memory_bus_width": 0})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: unknown)
+    assert peaks._datasheet(torch, "cuda:0")["bandwidth"] is None
+    assert peaks._datasheet(torch, "cuda:0")["float32_flop_rate"] is None

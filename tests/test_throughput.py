@@ -160,3 +160,17 @@ def test_the_gate_can_gate_on_throughput():
     assert gate.compare(old, bare, metric="byte_rate").mismatched == ("f()",)
     with pytest.raises(ValueError, match="metric must be one of"):
         gate.compare(old, new, metric="speed")
+
+
+def test_merged_replicates_keep_their_work_and_peaks(fake_peaks):
+    t = opbench.Timer("x * 2", globals={"x": torch.ones(10)}, bytes="count", flops=10)
+    [merged] = Measurement.merge([t.timeit(10), t.timeit(10)])
+    assert (merged.flops, merged.bytes) == (10, 80) and merged.peaks["bandwidth"] == 1e10
+
+
+def test_describe_says_the_work_or_why_it_is_unknown(fake_peaks):
+    m = opbench.Timer("x * 2", globals={"x": torch.ones(10)}, bytes="count").timeit(10)
+    assert "  Work: 80 bytes (counted): " in m.describe()
+    m = opbench.Timer("x = 1", bytes="count").timeit(10)
+    assert "  Work: not counted (the statement ran no ATen op" in m.describe()
+    assert "Work" not in opbench.Timer("x = 1").timeit(10).describe()

@@ -128,7 +128,7 @@ class _Traffic(TorchDispatchMode):
         if entry is None:
             entry = self.storages[key] = _Storage(t.untyped_storage())
         item = t.element_size()
-        self.devices.add(t.device.type)
+        self.devices.add(str(t.device) if t.device.type == "cuda" else t.device.type)
         self.largest = max(self.largest, (t.numel(), str(t.dtype).removeprefix("torch.")))
         return entry, (int(t.storage_offset()) * item, tuple(t.shape),
                        tuple(s * item for s in t.stride()), item)
@@ -209,8 +209,9 @@ def run_counted(fn: Callable[[], Any]) -> dict[str, Any]:
         flops=None if unknown else int(sum(per_op.values())),
         bytes=None if read is None or written is None else read + written,
         bytes_read=read, bytes_written=written, ops=dict(traffic.ops),
-        dtype=dtype or None, device="cuda" if "cuda" in traffic.devices else
-        next(iter(traffic.devices), None), unknown_flops=unknown,
+        # The accelerator when any tensor lived there (its peaks are the relevant ones).
+        dtype=dtype or None, device=min(traffic.devices, key=lambda d: d == "cpu", default=None),
+        unknown_flops=unknown,
         reason=("FLOPs unknown: no formula for " + ", ".join(unknown)) if unknown else None,
     )
 

@@ -183,7 +183,14 @@ def for_timer(timer: Any, globals_: dict[str, Any], info: dict[str, Any]) -> Any
     if any(v == COUNT for v in wanted.values()):
         counted = count(fn) if fn is not None else _uncounted(
             "only Python statements are counted (this one is C++): declare flops=/bytes=")
-        info["work"] = counted.info()
+        # Only what was asked for is counted work (the rest stays declared or unknown).
+        record = counted.info()
+        for what, extra in (("flops", ("unknown_flops",)),
+                            ("bytes", ("bytes_read", "bytes_written"))):
+            if wanted.get(what) != COUNT:
+                for key in (what, *extra):
+                    record.pop(key, None)
+        info["work"] = record
     spec = _dc.replace(spec, **resolved)
     if spec.flops is not None or spec.bytes is not None or (counted and (
             counted.flops is not None or counted.bytes is not None)):
