@@ -174,3 +174,8 @@ def test_describe_says_the_work_or_why_it_is_unknown(fake_peaks):
     m = opbench.Timer("x = 1", bytes="count").timeit(10)
     assert "  Work: not counted (the statement ran no ATen op" in m.describe()
     assert "Work" not in opbench.Timer("x = 1").timeit(10).describe()
+
+
+def test_a_callable_statement_with_a_string_setup_gives_its_names_too(fake_peaks):
+    m = opbench.Timer(lambda: None, setup="n = 12", flops=lambda n: 2 * n).timeit(10)
+    assert m.flops == 24

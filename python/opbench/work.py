@@ -168,16 +168,17 @@ def for_timer(timer: Any, globals_: dict[str, Any], info: dict[str, Any]) -> Any
     python = timer.language.name == "PYTHON"
     wanted = {k: kw[k] for k in ("flops", "bytes") if kw[k] is not None}
     needs_run = any(v == COUNT for v in wanted.values()) or (
-        python and isinstance(kw["stmt"], str) and spec.setup not in ("", "pass")
+        python and isinstance(kw["setup"], str) and spec.setup not in ("", "pass")
         and any(callable(v) for v in wanted.values()))
     fn, inputs = None, dict(globals_)
     if needs_run and python:
         from opbench.engines.python import PythonEngine, default_timer
 
         stmt, setup = (kw[k] if callable(kw[k]) else getattr(spec, k) for k in ("stmt", "setup"))
-        fn = PythonEngine(stmt, setup, default_timer, dict(globals_)).as_callable()
-        if not callable(stmt):
-            inputs = dict(fn.__globals__)  # the globals and what setup defined
+        fn = PythonEngine(stmt, setup, default_timer, inputs).as_callable()
+        if not callable(stmt):  # a string ran in a namespace of its own
+            inputs = dict(fn.__globals__)
+        # Either way `inputs` now holds the globals and the names setup defined.
     resolved = {k: resolve(k, v, inputs) for k, v in wanted.items() if callable(v)}
     counted: Work | None = None
     if any(v == COUNT for v in wanted.values()):
