@@ -69,7 +69,7 @@ def plot_roofline(results: Any, path: str, *, title: str | None = None) -> Path:
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
     ax.set_ylabel("FLOP/s")
-    ax.set_title(title or "Roofline (peaks measured on this machine)")
+    ax.set_title(title or "Roofline (measured peaks)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
     if left_out:
