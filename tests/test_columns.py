@@ -7,7 +7,7 @@ import torch.utils.benchmark as tb
 
 import opbench
 from opbench import Compare, TaskSpec, UsageError, save
-from opbench.cli import main
+from opbench.integrations.cli import main
 
 PEAKS = {"bandwidth": 1e10, "flop_rate": 1e11, "dtype": "float32", "threads": 1}
 
@@ -56,7 +56,7 @@ def test_throughput_columns_show_rates_and_na():
 
 
 def test_rates_keep_three_significant_figures_across_magnitudes():
-    from opbench.columns import _number
+    from opbench.analysis.columns import _number
 
     assert [_number(v) for v in (1234.5, 12.34, 0.1234, 0.0001234, 1e-9, 0)] == [
         "1234", "12.3", "0.123", "0.000123", "0.000000", "0"]

@@ -8,8 +8,9 @@ import json
 import pytest
 import torch
 
-from opbench import UsageError, peaks
-from opbench.cli import main
+from opbench import UsageError
+from opbench.core import peaks
+from opbench.integrations.cli import main
 
 
 def test_get_measures_once_then_reads_the_cache(fake_peaks):

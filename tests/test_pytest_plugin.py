@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from conftest import PYTEST_PLUGIN_ARGS as PLUGIN
-from opbench.results import load
+from opbench.store.results import load
 
 pytest_plugins = ["pytester"]
 
@@ -426,7 +426,7 @@ def test_xdist_workers_take_turns_and_raise_no_false_alarm(bench: pytest.Pyteste
 
 
 def test_plugin_import_is_torch_free() -> None:
-    code = ("import sys, opbench.pytest_plugin\n"
+    code = ("import sys, opbench.integrations.pytest_plugin\n"
             "assert 'torch' not in sys.modules\n"
             "assert 'opbench.gate' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -476,7 +476,7 @@ def test_instruction_mode_gates_a_one_percent_change_exactly(pytester: pytest.Py
 
 def test_fixture_passes_work_through_and_the_gate_gates_on_throughput(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    from opbench import peaks
+    from opbench.core import peaks
 
     # Peaks saved beforehand: the session reads them, it does not measure.
     monkeypatch.setenv("OPBENCH_BASELINE_DIR", str(pytester.path / "machine"))

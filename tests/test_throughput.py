@@ -13,7 +13,7 @@ import torch.utils.benchmark as tb
 import opbench
 from conftest import MockTimer
 from opbench import Measurement, TaskSpec, UsageError, gate
-from opbench.results import dumps, loads
+from opbench.store.results import dumps, loads
 
 PEAKS = {"device": "cpu", "threads": 1, "bandwidth": 1e10, "flop_rate": 1e11, "dtype": "float32"}
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from opbench import UsageError
-from opbench._work_modes import union_bytes
-from opbench.work import check_declared, count, resolve
+from opbench.core._work_modes import union_bytes
+from opbench.core.work import check_declared, count, resolve
 
 F32 = 4
 
