@@ -25,6 +25,7 @@ ALL = {
     "FunctionCounts", "FuzzedParameter", "FuzzedSparseTensor", "FuzzedTensor", "Fuzzer",
     "FuzzerSpecError", "KeyCollisionError", "Language", "LaunchHoldWarning", "MachineWarning",
     "Measurement", "NothingToCompareError", "ParameterAlias", "PlacementError", "Progress",
+    "RecompileError",
     "ResolutionWarning", "ResultsFileError", "ResultsFileWarning", "SampleSizeWarning",
     "SchedulerUnreachableError", "SerializationError", "SweepError", "TaskSpec", "ThrottleWarning",
     "Timer", "UsageError", "collect_callgrind_all", "compare_ab", "cuda", "default_timer",

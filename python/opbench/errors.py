@@ -54,6 +54,7 @@ __all__ = [
     "NothingToCompareError",
     "PlacementError",
     "PrecompiledHeaderWarning",
+    "RecompileError",
     "ResolutionWarning",
     "ResultsFileError",
     "ResultsFileWarning",
@@ -100,6 +101,12 @@ class UsageError(Error):
 class CompileError(Error, RuntimeError):
     """The C++ compiler rejected the code. Locations read ``stmt:LINE``, ``setup:LINE``
     or ``global_setup:LINE`` in the user's own numbering."""
+
+
+class RecompileError(Error, RuntimeError):
+    """``torch.compile`` recompiled while ``opbench.compile.overheads`` was timing a compiled
+    call, so the figure would mix compiled calls with compilations. The message names the
+    guard that failed (torch's own reason) and the cell being timed."""
 
 
 class CompilerNotFoundError(Error, RuntimeError):
