@@ -83,6 +83,9 @@ def test_instruction_counts_ignore_rate_columns():
 def test_show_takes_columns(tmp_path, capsys):
     save(_results(), tmp_path / "r.json", environment={})
     assert main(["show", str(tmp_path / "r.json"), "--columns", "time,GB/s"]) == 0
-    assert "eager: GB/s" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "r.json: GB/s" in out
+    eager_copy = next(line for line in out.splitlines() if "| copy | eager" in line)
+    assert eager_copy.split("|")[-1].strip() == "4.00"  # 8 MB in 2 ms: the declared bytes
     assert main(["show", str(tmp_path / "r.json"), "--columns", "speed"]) == 2
     assert "columns must be among" in capsys.readouterr().err

@@ -52,6 +52,7 @@ __all__ = [
     "LaunchHoldWarning",
     "MachineWarning",
     "NothingToCompareError",
+    "OverheadError",
     "PlacementError",
     "PrecompiledHeaderWarning",
     "RecompileError",
@@ -86,6 +87,12 @@ class ResultsFileError(Error, ValueError):
 class KeyCollisionError(Error, ValueError):
     """Two different statements share one benchmark key (``TaskSpec.key``) in one set of
     results; saved together they would be pooled into one row. The message names both."""
+
+
+class OverheadError(Error, ValueError):
+    """``Measurement.without_overhead()`` cannot subtract the harness's cost: none was
+    calibrated, or it is at least as large as a measured run (the statement is
+    indistinguishable from the harness)."""
 
 
 class NothingToCompareError(Error, ValueError):

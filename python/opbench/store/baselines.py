@@ -1,8 +1,9 @@
 """Baselines: numbered runs kept per machine, so a gate compares with this machine's last run.
 
 ``--opbench-autosave`` (pytest) and ``python -m opbench timeit --autosave`` write
-each run to ``.opbench/<machine id>/<NNNN>_<commit>_<UTC time>.json`` under
-the current directory (``$OPBENCH_BASELINE_DIR`` moves it). ``python -m
+each run to ``.opbench/<machine id>/<NNNN>_<commit>_<UTC time>.json`` in the
+project's root, the nearest folder upwards holding ``.opbench``, ``.git``,
+``pyproject.toml``, ``pytest.ini``, ... (``$OPBENCH_BASELINE_DIR`` moves it). ``python -m
 opbench compare --latest NEW`` and ``--opbench-compare`` without a path
 compare with the latest run of this machine.
 
@@ -31,10 +32,10 @@ from typing import Any
 
 from opbench import environment as _environment
 from opbench.environment import BASELINE_DIR_ENV as ENV_VAR
-from opbench.environment import machine_id, root_dir
+from opbench.environment import machine_id, project_root, root_dir
 from opbench.store.results import save
 
-__all__ = ["ENV_VAR", "autosave", "latest", "machine_id", "root_dir", "runs"]
+__all__ = ["ENV_VAR", "autosave", "latest", "machine_id", "project_root", "root_dir", "runs"]
 
 _RUN = re.compile(r"^(\d{4,})_.*\.json$")
 
