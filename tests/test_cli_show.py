@@ -127,3 +127,28 @@ def test_several_files_and_instruction_counts(tmp_path) -> None:
 def test_demo_colours_only_on_a_terminal_by_default() -> None:
     r = opbench_cli("demo", "--help")
     assert "--color {auto,always,never}" in r.stdout and "NO_COLOR" in r.stdout
+
+
+@pytest.mark.parametrize("fmt, export", [("markdown", "to_markdown"), ("csv", "to_csv"),
+                                         ("html", "to_html")])
+def test_format_prints_the_export(results_file, fmt, export) -> None:
+    r = opbench_cli("show", results_file, "--format", fmt)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == getattr(Compare(measurements()), export)()
+
+
+def test_csv_of_times_and_counts_has_one_header(tmp_path) -> None:
+    from opbench.instructions import InstructionCounts
+
+    counts = InstructionCounts(100, (12_345, 12_350), TaskSpec("add()", "pass", label="ops"))
+    path = save([*measurements(), counts], tmp_path / "both.json", environment=ENV)
+    r = opbench_cli("show", str(path), "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("label,") and sum(line == lines[0] for line in lines) == 1
+    assert len(lines) == 1 + 4 + 1  # header, four time cells, one count cell
+
+
+def test_format_with_verbose_is_a_usage_error(results_file) -> None:
+    r = opbench_cli("show", results_file, "--format", "csv", "--verbose")
+    assert r.returncode == 2 and "--format text" in r.stderr

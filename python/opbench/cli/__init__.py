@@ -25,6 +25,8 @@ COMMANDS = {
     "timeit": "opbench.cli.timeit",
     "compare": "opbench.cli.compare",
     "show": "opbench.cli.show",
+    "history": "opbench.cli.history",
+    "report": "opbench.cli.report",
 }
 
 

@@ -1,4 +1,5 @@
-"""``opbench show FILE... [--trim] [--color auto|always|never] [--verbose]``: results as tables.
+"""``opbench show FILE... [--format text|markdown|csv|html] [--trim] [--color ...] [--verbose]``:
+results as tables.
 
 Loads files written by ``opbench.save`` (or ``--opbench-save``, ``opbench
 timeit --save``, ``--autosave``) and prints their results as Compare tables:
@@ -8,6 +9,11 @@ are shown together (results from different machines or runs side by side
 when their env differs). A line per file says where it was measured.
 
 Options:
+    --format    text (Compare's tables, the default), markdown (a heading and a pipe table
+                per label, for a PR comment or notebook), csv (one line per cell, medians
+                and IQRs in seconds: ``opbench.export``) or html (escaped ``<table>``s).
+                The exports print the tables only, no environment lines; csv's header
+                appears once, for times and instruction counts alike.
     --trim      show each value only to the significant figures its spread supports.
     --color     colour each value against the best of its column: auto (on a terminal,
                 unless NO_COLOR is set; the default), always or never.
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from opbench.cli import UsageError, add_color_option, command_parser, use_color
@@ -33,6 +40,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("files", nargs="+", metavar="FILE", help="results files (opbench.save)")
     p.add_argument("--trim", action="store_true",
                    help="trim values to the significant figures their spread supports")
+    p.add_argument("--format", choices=("text", "markdown", "csv", "html"), default="text",
+                   help="text tables (default), or an export: markdown, csv or html")
     add_color_option(p)
     p.add_argument("-v", "--verbose", action="store_true",
                    help="also print the environment and every Measurement's statistics")
@@ -67,8 +76,32 @@ def _print_table(results: list[Any], args: argparse.Namespace) -> None:
     print(table)
 
 
+def _export(groups: list[list[Any]], args: argparse.Namespace) -> str:
+    from opbench import export
+    from opbench.compare import Compare
+
+    parts: list[str] = []
+    for group in groups:
+        table = Compare(group)
+        if args.trim:
+            table.trim_significant_figures()
+        text = {"markdown": export.to_markdown, "csv": export.to_csv,
+                "html": export.to_html}[args.format](table)
+        if args.format == "csv" and parts:  # one header for the whole file
+            text = text.split("\n", 1)[1]
+        parts.append(text)
+    return ("" if args.format == "csv" else "\n").join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     loaded = [(path, _load(path)) for path in args.files]  # all or nothing: check every file
+    if args.format != "text":
+        if args.verbose:
+            raise UsageError("--verbose prints the text tables' statistics: use it with "
+                             "--format text")
+        groups = [[m for _, r in loaded for m in r], [c for _, r in loaded for c in r.instructions]]
+        sys.stdout.write(_export([g for g in groups if g], args))
+        return 0
     for path, results in loaded:
         print(f"{path}: {len(results)} measurement(s)"
               + (f", {len(results.instructions)} instruction count(s)"
