@@ -35,7 +35,8 @@ FLOORS = {
         "opbench.profile", "opbench.fuzzer", "opbench.sparse_fuzzer", "opbench.op_fuzzers",
         "opbench.callgrind", "opbench.executors"],
     4: ["opbench.table", "opbench.compare", "opbench.export", "opbench.plot", "opbench.gate",
-        "opbench.baselines", "opbench.changepoints", "opbench.history", "opbench.report",
+        "opbench.changepoints", "opbench.history", "opbench.report",
+        "opbench.baselines",
         "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile", "opbench.sweep"],
     5: ["opbench.cli", "opbench.pytest_plugin", "opbench.__main__", "opbench"],
 }

@@ -117,6 +117,9 @@ class _Sums:
             sx, sxx, sy, sxy, syy = self.s[-1]
             self.s.append((sx + i, sxx + i * i, sy + v, sxy + i * v, syy + v * v))
 
+    def mean(self, a: int, b: int) -> float:
+        return (self.s[b][2] - self.s[a][2]) / (b - a)
+
     def fit(self, a: int, b: int) -> tuple[float, float, float]:
         """(intercept at point a, slope, RSS) of points [a, b): a line from three points
         on, the mean below."""
@@ -215,19 +218,29 @@ def detect(values: Sequence[float], *, z_min: float = 5.0, penalty: float | None
     dof = n - sum(3 if b - a >= 3 else 1 for a, b in segments)
     if dof > 0:
         sigma = max(sigma, math.sqrt(sum(f[2] for f in fits) / dof))
-    fit = [math.exp(center + fits[j][0] + fits[j][1] * (i - a))
+    # A segment is a line only where its slope is beyond the noise; otherwise it is a
+    # level (its mean), which is what the step between two levels is tested on.
+    sloped = [_slope_z(a, b, f[1], sigma) >= z_min for (a, b), f in zip(segments, fits)]
+    levels = [f[:2] if line else (sums.mean(a, b), 0.0)
+              for (a, b), f, line in zip(segments, fits, sloped)]
+    fit = [math.exp(center + levels[j][0] + levels[j][1] * (i - a))
            for j, (a, b) in enumerate(segments) for i in range(a, b)]
     changes: list[Change] = []
-    for j, ((a, b), (level, slope, _)) in enumerate(zip(segments, fits)):
+    for j, (a, b) in enumerate(segments):
+        level, slope = levels[j]
         if j > 0:
-            z = _step_z(y, segments[j - 1], (a, b), sigma)
-            before = fits[j - 1][0] + fits[j - 1][1] * (a - 1 - segments[j - 1][0])
+            (a0, b0), (before_level, before_slope) = segments[j - 1], levels[j - 1]
+            before = before_level + before_slope * (b0 - 1 - a0)
+            if sloped[j - 1] or sloped[j]:
+                z = _step_z(y, (a0, b0), (a, b), sigma)
+            else:  # two levels: a two-sample z on their means
+                z = abs(level - before) / (sigma * math.sqrt(1 / (b0 - a0) + 1 / (b - a)))
             changes.append(Change("step", a - 1, a, math.expm1(level - before),
                                   math.exp(center + before), math.exp(center + level), z,
                                   z >= z_min))
-        z = _slope_z(a, b, slope, sigma)
+        z = _slope_z(a, b, fits[j][1], sigma)
         if z > 0:
-            start, end = level, level + slope * (b - 1 - a)
+            start, end = fits[j][0], fits[j][0] + fits[j][1] * (b - 1 - a)
             changes.append(Change("drift", a, b - 1, math.expm1(end - start),
                                   math.exp(center + start), math.exp(center + end), z,
                                   z >= z_min))
