@@ -2,7 +2,8 @@
 
 Each commit holds ``costs.json`` (the cost per call of four mock statements) and
 ``bench.py``, which measures them through a mock engine (deterministic cost,
-seeded noise: 1% per sample and 0.3% per run) and saves the results to
+seeded noise: 1% per sample and 0.3% per run; autosaved runs are seeded by commit,
+runs made by ``opbench find`` each by their own results path) and saves the results to
 ``$OPBENCH_RESULTS_FILE`` when set (opbench find, ab), else autosaves them.
 
 * ``jump``: 15% slower from commit STEP_AT on (a step).
@@ -27,7 +28,9 @@ import opbench
 from opbench import baselines, results
 
 SPEC = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "costs.json")))
-RUN = os.environ.get("BENCH_RUN", "0")
+# Autosaved runs are seeded by commit (a reproducible history); runs made by opbench
+# find get a fresh results path each, so their noise is independent, as real runs are.
+RUN = os.environ.get("OPBENCH_RESULTS_FILE", "0")
 
 
 class MockEngine:

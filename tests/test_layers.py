@@ -35,7 +35,7 @@ FLOORS = {
         "opbench.profile", "opbench.fuzzer", "opbench.sparse_fuzzer", "opbench.op_fuzzers",
         "opbench.callgrind", "opbench.executors"],
     4: ["opbench.table", "opbench.compare", "opbench.export", "opbench.plot", "opbench.gate",
-        "opbench.changepoints", "opbench.history", "opbench.report",
+        "opbench.changepoints", "opbench.history", "opbench.report", "opbench.bisection",
         "opbench.baselines",
         "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile", "opbench.sweep",
         "opbench.revision"],

@@ -151,6 +151,12 @@ def _despike(y: list[float], sigma: float) -> list[float]:
         if (abs(left) > _SPIKE_SIGMAS * sigma and abs(right) > _SPIKE_SIGMAS * sigma
                 and left * right > 0 and abs(y[i - 1] - y[i + 1]) < _SPIKE_SIGMAS * sigma):
             out[i] = (y[i - 1] + y[i + 1]) / 2
+    # At either end a lone run far from two that agree is a spike too: one run is not a
+    # new level (min_size), and the next commit will show whether it was.
+    for end, a, b in ((0, 1, 2), (len(y) - 1, len(y) - 2, len(y) - 3)):
+        if (len(y) >= 4 and abs(y[end] - y[a]) > _SPIKE_SIGMAS * sigma
+                and abs(y[a] - y[b]) < _SPIKE_SIGMAS * sigma):
+            out[end] = y[a]
     return out
 
 
@@ -227,7 +233,7 @@ def detect(values: Sequence[float], *, z_min: float = 5.0, penalty: float | None
            for j, (a, b) in enumerate(segments) for i in range(a, b)]
     changes: list[Change] = []
     for j, (a, b) in enumerate(segments):
-        level, slope = levels[j]
+        level = levels[j][0]
         if j > 0:
             (a0, b0), (before_level, before_slope) = segments[j - 1], levels[j - 1]
             before = before_level + before_slope * (b0 - 1 - a0)

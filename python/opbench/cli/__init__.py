@@ -27,6 +27,7 @@ COMMANDS = {
     "show": "opbench.cli.show",
     "history": "opbench.cli.history",
     "report": "opbench.cli.report",
+    "find": "opbench.cli.find",
 }
 
 
