@@ -171,3 +171,47 @@ def _readme_screenshot(path: Path) -> None:
 
 if __name__ == "__main__":
     _readme_screenshot(Path(sys.argv[1]))
+
+
+def _two_machine_store(root: Path) -> None:
+    """Two machines, each with six commits of one benchmark timed and counted."""
+    from opbench.instructions import InstructionCounts
+    from opbench.measurement import Measurement, TaskSpec
+    from opbench.results import save
+
+    spec = TaskSpec("f()", "pass", name="f")
+    for machine, scale in (("box-a", 1.0), ("box-b", 2.0)):
+        (root / machine).mkdir(parents=True)
+        for i in range(6):
+            env = {"git": {"commit": f"{i:040x}", "branch": "main", "dirty": False,
+                           "commit_time": f"2026-01-0{i + 1}T00:00:00Z", "position": i + 1,
+                           "subject": f"commit {i}"}, "hostname": machine}
+            # A time run and an instruction-count run (pytest --opbench-mode) per commit.
+            save([Measurement(1, [scale * 1e-6 * (1 + 0.001 * k) for k in range(7)], spec)],
+                 root / machine / f"{2 * i + 1:04d}_x.json", environment=env)
+            save([InstructionCounts(100, (100_000 + 50 * i,), spec)],
+                 root / machine / f"{2 * i + 2:04d}_x.json", environment=env)
+
+
+@needs_chromium
+def test_machines_side_by_side_times_and_counts_on_their_own_charts(tmp_path, browser):
+    _two_machine_store(tmp_path / "store")
+    out = report.write(tmp_path / "site", root=tmp_path / "store")
+    browser.open(out / "index.html")
+    assert browser.errors() == []
+    assert browser.evaluate("[...document.querySelectorAll('th[colspan]')].map(e => e.innerText)"
+                            ) == ["box-a", "box-b"]
+    browser.open(page_of(out, "f"))
+    assert browser.errors() == []
+    machines = browser.evaluate("[...document.querySelectorAll('.machine')].map(m => "
+                                "[m.querySelector('h2').innerText, "
+                                "[...m.querySelectorAll('h3')].map(h => h.innerText), "
+                                "m.querySelectorAll('svg.chart-svg').length])")
+    assert machines == [["box-a", ["time", "instructions"], 2],
+                        ["box-b", ["time", "instructions"], 2]]
+    tops = browser.evaluate("[...document.querySelectorAll('.machine')].map(m => "
+                            "m.getBoundingClientRect().top)")
+    assert tops[0] == tops[1]  # side by side, not stacked
+    units = browser.evaluate("[...document.querySelectorAll('svg.chart-svg')].map(s => "
+                             "s.querySelector('.axes > text[transform]').textContent)")
+    assert units == ["us per run", "instructions"] * 2

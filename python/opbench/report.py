@@ -47,7 +47,8 @@ body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }
 table { border-collapse: collapse; } td, th { padding: 4px 10px; border-bottom: 1px solid #ddd; }
 th { text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .machines { display: flex; flex-wrap: wrap; gap: 24px; }
-.chart { position: relative; } .chart-svg { background: #fff; }
+.machine { flex: 1 1 360px; min-width: 0; max-width: 900px; }
+.chart { position: relative; } .chart-svg { background: #fff; display: block; }
 .grid { stroke: #eee; } .axes text { font-size: 11px; fill: #555; }
 .fit { fill: none; stroke: #e08020; stroke-width: 2; }
 .interval { stroke: #7aa6d6; stroke-width: 2; } .point { fill: #1f5fa8; }

@@ -27,7 +27,9 @@
 
   function draw(div, s) {
     var pts = s.points;
-    var svg = el("svg", {"class": "chart-svg", viewBox: "0 0 " + W + " " + H, width: W, height: H,
+    // Scales with its column (machines side by side share the width); the drawing
+    // is in viewBox units.
+    var svg = el("svg", {"class": "chart-svg", viewBox: "0 0 " + W + " " + H, width: "100%",
                          role: "img", "aria-label": s.title}, div);
     if (!pts.length) return;
     var nx = s.commits.length;
