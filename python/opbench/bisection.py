@@ -90,7 +90,7 @@ def t_critical(z: float, dof: int) -> float:
     a noise estimated from a few runs is itself uncertain.
 
     >>> round(t_critical(1.96, 10), 2), round(t_critical(3.0, 1000), 2)
-    (2.23, 3.0)
+    (2.23, 3.01)
     """
     if dof < 1:
         return math.inf

@@ -72,7 +72,9 @@ class Change:
 
     ``kind`` is ``"step"`` (the level jumps between points ``start`` and ``end``,
     ``end == start + 1``: ``end`` is the first point at the new level) or
-    ``"drift"`` (the value moves steadily from point ``start`` to ``end``).
+    ``"drift"`` (the value moves steadily from point ``start`` to ``end``). Every
+    boundary between segments is a step, beyond the noise or not; a drift is listed
+    only for a segment whose slope is beyond it (any other segment is a level).
     ``size`` is relative: new / old - 1 (+0.15 is 15% higher). ``before`` and
     ``after`` are the fitted values on either side (the history's units). ``z`` is
     ``size`` in standard errors of the history's noise; ``exceeds_noise`` is
@@ -244,8 +246,8 @@ def detect(values: Sequence[float], *, z_min: float = 5.0, penalty: float | None
             changes.append(Change("step", a - 1, a, math.expm1(level - before),
                                   math.exp(center + before), math.exp(center + level), z,
                                   z >= z_min))
-        z = _slope_z(a, b, fits[j][1], sigma)
-        if z > 0:
+        if sloped[j]:  # a level has no drift to report
+            z = _slope_z(a, b, fits[j][1], sigma)
             start, end = fits[j][0], fits[j][0] + fits[j][1] * (b - 1 - a)
             changes.append(Change("drift", a, b - 1, math.expm1(end - start),
                                   math.exp(center + start), math.exp(center + end), z,
@@ -316,7 +318,9 @@ def _fuse_staircases(y: Sequence[float], segments: list[tuple[int, int]], sigma:
             (a0, b0), (a1, b1) = segments[j - 1], segments[j]
             (_, s0, rss0), (_, s1, rss1) = sums.fit(a0, b0), sums.fit(a1, b1)
             extra = sums.fit(a0, b1)[2] - rss0 - rss1
-            if s0 * s1 > 0 and extra < (z_min * sigma) ** 2:
+            # A two-point segment has no slope of its own: it continues its neighbour's.
+            same_way = s0 * s1 > 0 or (b0 - a0 < 3 and s1 != 0) or (b1 - a1 < 3 and s0 != 0)
+            if same_way and extra < (z_min * sigma) ** 2:
                 segments[j - 1:j + 1] = [(a0, b1)]
                 fused = True
                 break
