@@ -5,8 +5,9 @@ Reads the runs autosaved under ``.opbench/<machine id>/`` (``--autosave``,
 prints, per benchmark (all, or those named by key), one line per run in commit
 order: run number, commit, branch, dirty flag, commit time, the median and its
 interval; then the steps and drifts found in it (``opbench.changepoints``: a
-penalised piecewise-linear fit over commits, each change tested against the
-history's run-to-run noise).
+penalised piecewise-linear fit over commits), each with its size, commits and
+``z`` (its size in standard errors of the history's run-to-run noise), marked
+beyond the noise at ``--z`` (5) or more, within it below.
 
 ``--regressions`` prints instead every change that exceeds the noise, in all
 benchmarks, largest first, up (slower: a regression) and down, with its commit
@@ -101,9 +102,9 @@ def run(args: argparse.Namespace) -> int:
                   f"{format_value(p.value, series.kind):>14}  "
                   f"[{format_value(p.low, series.kind)}, {format_value(p.high, series.kind)}]")
         for c in detection.changes:
-            if c.exceeds_noise:
-                print(f"  change: {describe_change(c)} at {commit_range(series, c)} "
-                      f"(z={c.z:.1f})")
+            where = "beyond" if c.exceeds_noise else "within"
+            print(f"  change: {describe_change(c)} at {commit_range(series, c)} "
+                  f"(z={c.z:.1f}, {where} the noise)")
     return 0
 
 
