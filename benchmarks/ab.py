@@ -23,7 +23,7 @@ import torch
 import torch.utils.benchmark as tb
 
 import opbench
-from opbench.ab import compare_ab
+from opbench.gate.ab import compare_ab
 
 LOOP = "for _ in range({k}): torch.add(x, 1, out=y)"
 

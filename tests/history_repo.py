@@ -25,7 +25,7 @@ DRIFT_FROM = 18   # the first commit (0-based) 1% slower than the one before, in
 BENCH = '''\
 import json, os, random, sys, zlib
 import opbench
-from opbench import baselines, results
+from opbench.store import baselines, results
 
 SPEC = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "costs.json")))
 # Autosaved runs are seeded by commit (a reproducible history); runs made by opbench

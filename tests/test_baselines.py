@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from opbench import baselines
 from opbench._files import atomic_write_numbered, numbers_taken, remove_numbered
-from opbench.measurement import Measurement, TaskSpec
-from opbench.results import load
+from opbench.core.measurement import Measurement, TaskSpec
+from opbench.store import baselines
+from opbench.store.results import load
 
 # Each process waits for the "go" file, so the eight autosaves start together.
 _AUTOSAVE = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from opbench import baselines
-    from opbench.measurement import Measurement, TaskSpec
+    from opbench.core.measurement import Measurement, TaskSpec
+    from opbench.store import baselines
     root, me = Path(sys.argv[1]), int(sys.argv[2])
     (root / f"ready{me}").touch()
     while not (root / "go").exists():

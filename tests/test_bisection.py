@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import history_repo
-from opbench import bisection
+from opbench.gate import bisection
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from opbench.changepoints import detect, noise_sigma
+from opbench.stats.changepoints import detect, noise_sigma
 
 
 def noisy(levels: list[float], sigma: float, seed: int) -> list[float]:

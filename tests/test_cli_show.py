@@ -96,7 +96,7 @@ def test_color_follows_the_terminal_and_no_color(results_file) -> None:
     # Piped (not a terminal): no colour unless asked.
     assert "\x1b[" not in opbench_cli("show", results_file).stdout
     assert "\x1b[" not in opbench_cli("show", results_file, "--color", "never").stdout
-    from opbench.cli import use_color
+    from opbench.integrations.cli import use_color
 
     class Tty:
         def isatty(self):
@@ -110,7 +110,7 @@ def test_color_follows_the_terminal_and_no_color(results_file) -> None:
 
 
 def test_several_files_and_instruction_counts(tmp_path) -> None:
-    from opbench.instructions import InstructionCounts
+    from opbench.core.instructions import InstructionCounts
 
     first = str(save(measurements()[:2], tmp_path / "a.json", environment=ENV))
     counts = InstructionCounts(100, (52_000,), TaskSpec("x + 1", "x = 1", label="ops",
@@ -138,7 +138,7 @@ def test_format_prints_the_export(results_file, fmt, export) -> None:
 
 
 def test_csv_of_times_and_counts_has_one_header(tmp_path) -> None:
-    from opbench.instructions import InstructionCounts
+    from opbench.core.instructions import InstructionCounts
 
     counts = InstructionCounts(100, (12_345, 12_350), TaskSpec("add()", "pass", label="ops"))
     path = save([*measurements(), counts], tmp_path / "both.json", environment=ENV)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import history_repo
-from opbench import baselines, history
 from opbench._files import numbers_taken
-from opbench.measurement import Measurement, TaskSpec
+from opbench.core.measurement import Measurement, TaskSpec
+from opbench.store import baselines, history
 
 
 def opbench_cli(*args: str) -> subprocess.CompletedProcess:
@@ -142,7 +142,7 @@ def test_runs_of_one_commit_are_one_level(tmp_path, monkeypatch):
 def test_runs_saved_before_git_state_was_recorded_still_have_their_commit(tmp_path):
     folder = tmp_path / baselines.machine_id()
     folder.mkdir()
-    from opbench.results import save
+    from opbench.store.results import save
 
     save([Measurement(1, [1e-6], TaskSpec("f()", "pass"))], folder / "0001_abc_x.json",
          environment={"git_commit": "abc123+dirty"})

@@ -15,7 +15,7 @@ import pytest
 
 import chromium
 import history_repo
-from opbench import report
+from opbench.analysis import report
 
 # .ci/run installs Chromium and sets this: there a missing browser fails, not skips.
 REQUIRED = bool(os.environ.get("OPBENCH_REQUIRE_CHROMIUM"))
@@ -145,7 +145,7 @@ def test_report_command_writes_the_site_or_says_there_is_no_history(site, tmp_pa
 def test_damaged_runs_are_named_on_the_index(site, tmp_path):
     import shutil
 
-    from opbench import baselines
+    from opbench.store import baselines
 
     store = tmp_path / "store"
     shutil.copytree(site[0].parent / "store", store)
@@ -175,9 +175,9 @@ if __name__ == "__main__":
 
 def _two_machine_store(root: Path) -> None:
     """Two machines, each with six commits of one benchmark timed and counted."""
-    from opbench.instructions import InstructionCounts
-    from opbench.measurement import Measurement, TaskSpec
-    from opbench.results import save
+    from opbench.core.instructions import InstructionCounts
+    from opbench.core.measurement import Measurement, TaskSpec
+    from opbench.store.results import save
 
     spec = TaskSpec("f()", "pass", name="f")
     for machine, scale in (("box-a", 1.0), ("box-b", 2.0)):

@@ -1,0 +1,308 @@
+"""The regression gate: two sets of results matched benchmark by benchmark, one decision
+each, a policy for what cannot be decided, and a report with an exit status.
+
+``python -m opbench compare`` and the pytest plugin (``--opbench-compare``)
+both call ``compare``; the statistics are ``opbench.stats.decide``'s. A gate that
+says "no regression" must have looked, so nothing passes silently:
+
+* Results are matched by ``TaskSpec.key`` (a benchmark's name, else its
+  labels, else its statement), never by repr; replicates of a key pool.
+* A benchmark is a **regression** when its decision is "slower". When no
+  interval could be formed (too few samples) or it straddles the threshold,
+  while the ratio of medians is beyond it, it is a **possible regression**:
+  with ``inconclusive="fail"`` (the default) it fails the gate, with "warn"
+  it is reported, with "pass" it is only listed.
+* A benchmark of the baseline missing from the new results is listed, and
+  fails the gate with ``fail_on_missing``; new benchmarks are listed.
+* Nothing in common is an error (``NothingToCompareError``), not a pass.
+* Times and instruction counts are compared each with their own kind;
+  results from different machines, torch versions or thread settings are
+  compared with a warning that names the differences.
+
+The package also holds ``ab`` (``opbench.compare_ab``: interleaved A/B runs, decided).
+
+Floor: analysis (may import from native, base, stats, engines, core, callgrind, timer, store and its
+own floor).
+
+Example:
+    >>> from opbench import Measurement, TaskSpec
+    >>> old = [Measurement(1, [1e-6 * (1 + i / 100) for i in range(10)], TaskSpec("f()", "pass"))]
+    >>> new = [Measurement(1, [2e-6 * (1 + i / 100) for i in range(10)], TaskSpec("f()", "pass"))]
+    >>> report = compare(old, new, threshold=0.05)
+    >>> report.rows[0].status, report.exit_status
+    ('regression', 1)
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+from opbench.core.instructions import InstructionCounts
+from opbench.core.measurement import Measurement, select_unit
+from opbench.errors import NothingToCompareError
+from opbench.stats import decide
+
+__all__ = ["FORMATS", "POLICIES", "Report", "Row", "compare", "environment_differences",
+           "format_value"]
+
+POLICIES = ("fail", "warn", "pass")
+FORMATS = ("text", "markdown", "json")
+
+# Environment facts whose difference makes a comparison suspect, with their names.
+_ENVIRONMENT_FACTS = {
+    "hostname": "machine", "cpu_model": "CPU", "cpu_count": "CPU count",
+    "cpu_affinity": "usable CPUs", "torch": "torch", "python": "Python",
+    "num_threads": "torch threads", "governor": "CPU governor", "device": "GPU",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One benchmark found in both sets.
+
+    Attributes:
+        key: its ``TaskSpec.key``.
+        kind: "time" (seconds per run) or "instructions" (instructions per run).
+        baseline, new: the medians per run.
+        samples: how many values each side had.
+        decision: ``opbench.stats.decide``'s decision on them.
+    """
+
+    key: str
+    kind: str
+    baseline: float
+    new: float
+    samples: tuple[int, int]
+    decision: decide.Decision
+
+    @property
+    def status(self) -> str:
+        """regression, possible regression, improvement, possible improvement, same
+        or inconclusive."""
+        d = self.decision
+        if d.verdict == "slower":
+            return "regression"
+        if d.verdict == "faster":
+            return "improvement"
+        if d.possible_regression:
+            return "possible regression"
+        if d.possible_improvement:
+            return "possible improvement"
+        return d.verdict
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """Everything the gate found; ``exit_status`` is what a CI step should exit with."""
+
+    rows: tuple[Row, ...]
+    only_in_baseline: tuple[str, ...]
+    only_in_new: tuple[str, ...]
+    mismatched: tuple[str, ...]
+    environment_notes: tuple[str, ...]
+    threshold: float
+    confidence: float
+    inconclusive: str
+    fail_on_missing: bool
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.status == "regression"]
+
+    @property
+    def possible_regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.status == "possible regression"]
+
+    @property
+    def failures(self) -> list[str]:
+        """Why the gate fails (empty: it passes)."""
+        reasons = [f"{r.key}: {r.decision.ratio:.3f}x slower (regression)"
+                   for r in self.regressions]
+        if self.inconclusive == "fail":
+            reasons += [f"{r.key}: medians {r.decision.median_ratio:.3f}x slower, not "
+                        f"conclusive ({r.decision.reason}): possible regression"
+                        for r in self.possible_regressions]
+        if self.fail_on_missing:
+            reasons += [f"{key}: missing from the new results" for key in self.only_in_baseline]
+        return reasons
+
+    @property
+    def exit_status(self) -> int:
+        return 1 if self.failures else 0
+
+    # -- output ---------------------------------------------------------------
+
+    def render(self, fmt: str = "text") -> str:
+        """The report as ``"text"``, ``"markdown"`` (a PR comment) or ``"json"``."""
+        if fmt not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        return {"text": self.text, "markdown": self.markdown, "json": self.json}[fmt]()
+
+    def _cells(self) -> tuple[list[str], list[list[str]]]:
+        header = ["Benchmark", "Baseline", "New", "Ratio", f"{self.confidence:.0%} CI", "Verdict"]
+        body = []
+        for r in self.rows:
+            ci = r.decision.ci
+            interval = (f"none ({r.samples[0]} vs {r.samples[1]} samples)" if ci is None
+                        else "exact" if r.kind != "time" and ci[0] == ci[1]
+                        else f"{ci[0]:.3f} to {ci[1]:.3f}")
+            body.append([r.key, format_value(r.baseline, r.kind), format_value(r.new, r.kind),
+                         f"{r.decision.median_ratio:.3f}", interval, r.status.upper()
+                         if r.status in ("regression", "possible regression") else r.status])
+        return header, body
+
+    def _notes(self) -> list[str]:
+        notes = [f"warning: {note}" for note in self.environment_notes]
+        if self.only_in_baseline:
+            notes.append("Only in the baseline (missing from the new results"
+                         + ("" if self.fail_on_missing else "; --fail-on-missing fails on these")
+                         + "): " + ", ".join(self.only_in_baseline))
+        if self.only_in_new:
+            notes.append("Only in the new results (new benchmarks): " + ", ".join(self.only_in_new))
+        if self.mismatched:
+            notes.append("Not compared (times on one side, instruction counts on the other): "
+                         + ", ".join(self.mismatched))
+        notes.append(f"Ratio: new / baseline (median per run); verdicts by the ratio's "
+                     f"{self.confidence:.0%} interval (Hodges-Lehmann; instruction counts: "
+                     f"the range their repeats allow) against a threshold of "
+                     f"{self.threshold:.1%}; inconclusive results beyond it: {self.inconclusive}.")
+        failures = self.failures
+        notes.append(f"FAILED: {len(failures)} problem(s):" if failures else
+                     "PASSED: no regression beyond the threshold.")
+        notes += [f"  {reason}" for reason in failures]
+        return notes
+
+    def text(self) -> str:
+        header, body = self._cells()
+        widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+                 for row in [header, *body]]
+        return "\n".join([*lines, "", *self._notes()])
+
+    def markdown(self) -> str:
+        header, body = self._cells()
+
+        def line(cells: list[str]) -> str:
+            return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+        lines = ["### opbench: " + ("regressions found" if self.failures else "no regression"),
+                 "", line(header), "|---|--:|--:|--:|---|---|", *map(line, body), ""]
+        notes = [f"- {n.strip()}" if n.startswith("  ") else n for n in self._notes()]
+        return "\n".join(lines + notes)
+
+    def json(self) -> str:
+        return json.dumps({
+            "threshold": self.threshold, "confidence": self.confidence,
+            "inconclusive": self.inconclusive, "fail_on_missing": self.fail_on_missing,
+            "passed": not self.failures, "failures": self.failures,
+            "rows": [{"key": r.key, "kind": r.kind, "baseline": r.baseline, "new": r.new,
+                      "samples": list(r.samples), "status": r.status,
+                      "verdict": r.decision.verdict, "ratio": r.decision.ratio,
+                      "median_ratio": r.decision.median_ratio,
+                      "ci": list(r.decision.ci) if r.decision.ci else None,
+                      "reason": r.decision.reason} for r in self.rows],
+            "only_in_baseline": list(self.only_in_baseline),
+            "only_in_new": list(self.only_in_new), "mismatched": list(self.mismatched),
+            "environment_notes": list(self.environment_notes),
+        }, indent=1, allow_nan=False)
+
+
+def format_value(v: float, kind: str) -> str:
+    """A median for a report: ``12.3 us``, or ``41,200 instr`` for instruction counts."""
+    if kind == "instructions":
+        return f"{v:,.0f} instr"
+    unit, scale = select_unit(v)
+    return f"{v / scale:.4g} {unit}"
+
+
+def _pool(results: Iterable[Any]) -> dict[str, tuple[str, list[float]]]:
+    """key -> (kind, per-run values), replicates pooled, in first-seen order."""
+    pooled: dict[str, tuple[str, list[float]]] = {}
+    for r in results:
+        if isinstance(r, Measurement):
+            kind, values = "time", list(r.times)
+        elif isinstance(r, InstructionCounts):
+            kind, values = "instructions", [
+                (c - r.baseline if c > r.baseline else c) / r.number_per_run for c in r.counts]
+        else:
+            raise TypeError(f"the gate compares Measurements and InstructionCounts, got "
+                            f"{type(r).__name__}")
+        key = r.task_spec.key
+        if key in pooled and pooled[key][0] != kind:
+            kind = "mixed"
+        pooled.setdefault(key, (kind, []))
+        pooled[key] = (kind, pooled[key][1] + values)
+    return pooled
+
+
+def environment_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two results files' environments that bears on timings,
+    e.g. ``["torch: 2.13.0 vs 2.14.1"]`` (facts missing on either side are skipped)."""
+    return [f"{name}: {old[fact]} vs {new[fact]}" for fact, name in _ENVIRONMENT_FACTS.items()
+            if old.get(fact) is not None and new.get(fact) is not None
+            and old[fact] != new[fact]]
+
+
+def _all(results: Any) -> list[Any]:
+    return results.all() if hasattr(results, "all") else list(results)
+
+
+def compare(
+    baseline: Iterable[Any],
+    new: Iterable[Any],
+    *,
+    threshold: float = 0.05,
+    confidence: float = 0.95,
+    inconclusive: str = "fail",
+    fail_on_missing: bool = False,
+) -> Report:
+    """Matches ``new`` against ``baseline`` (results files as loaded, or lists of
+    Measurements and InstructionCounts) and decides each benchmark.
+
+    Raises:
+        NothingToCompareError: no benchmark is in both (an empty file, the wrong file).
+        ValueError: a bad threshold, confidence or policy.
+    """
+    if inconclusive not in POLICIES:
+        raise ValueError(f"inconclusive must be one of {', '.join(POLICIES)}, got {inconclusive!r}")
+    decide.check_threshold(threshold)
+    old_results, new_results = _all(baseline), _all(new)
+    old, cand = _pool(old_results), _pool(new_results)
+    common = [k for k in cand if k in old]
+    if not common:
+        raise NothingToCompareError(
+            f"no benchmark is in both sets of results ({len(old)} in the baseline, {len(cand)} "
+            "in the new): nothing was compared. Check the files, or the benchmarks' names "
+            "(a key is the name=, else the labels, else the statement)")
+    rows, mismatched = [], []
+    for key in common:
+        (kind_old, x), (kind_new, y) = old[key], cand[key]
+        if kind_old != kind_new or "mixed" in (kind_old, kind_new):
+            mismatched.append(key)
+            continue
+        decision = (decide.two_samples(x, y, threshold, confidence) if kind_old == "time"
+                    else decide.counts(x, y, threshold))
+        rows.append(Row(key, kind_old, statistics.median(x), statistics.median(y),
+                        (len(x), len(y)), decision))
+    rows.sort(key=lambda r: -r.decision.median_ratio)  # the worst first
+    return Report(
+        rows=tuple(rows),
+        only_in_baseline=tuple(k for k in old if k not in cand),
+        only_in_new=tuple(k for k in cand if k not in old),
+        mismatched=tuple(mismatched),
+        environment_notes=tuple(_environment_notes(baseline, new)),
+        threshold=threshold, confidence=confidence, inconclusive=inconclusive,
+        fail_on_missing=fail_on_missing,
+    )
+
+
+def _environment_notes(baseline: Any, new: Any) -> list[str]:
+    old_env, new_env = getattr(baseline, "environment", None), getattr(new, "environment", None)
+    if not old_env or not new_env:
+        return []
+    differences = environment_differences(old_env, new_env)
+    return [f"the results come from different environments ({'; '.join(differences)}): "
+            "differences may come from there rather than from the code"] if differences else []
