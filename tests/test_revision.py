@@ -53,7 +53,7 @@ def worktrees(repo: Path) -> list[str]:
 
 
 def cost(run: revision.Run) -> float:
-    from opbench.results import load
+    from opbench.store.results import load
 
     assert run.ok, run.problem
     assert run.results is not None
@@ -129,7 +129,7 @@ def test_pytest_runs_save_through_the_plugin(repo: Path) -> None:
                                    *PYTEST_PLUGIN_ARGS, "test_b.py"], repo=repo)
     assert run.command[-1].startswith("--opbench-save=")
     assert run.ok, run.output
-    from opbench.results import load
+    from opbench.store.results import load
 
     assert [m.task_spec.key for m in load(run.results)] == ["test_b.py::test_b"]  # type: ignore[arg-type]
 

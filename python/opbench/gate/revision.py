@@ -32,7 +32,7 @@ module does that and nothing else:
 3. **Where results go.** Each run gets a fresh results-file path in
    ``$OPBENCH_RESULTS_FILE`` (``RESULTS_ENV``). The pytest plugin saves the
    session there; a script saves there itself
-   (``opbench.save(ms, os.environ["OPBENCH_RESULTS_FILE"])``). A pytest
+   (``opbench.store.results.save(ms, os.environ["OPBENCH_RESULTS_FILE"])``). A pytest
    command (``pytest ...`` or ``python -m pytest ...``) also gets
    ``--opbench-save=PATH`` appended, so revisions older than the variable save
    too.

@@ -11,11 +11,11 @@ import pytest
 from opbench.integrations.pytest_plugin.options import _LATEST
 from opbench.integrations.pytest_plugin.xdist import _LOCK_KEY, _file_lock
 
+# Where a run made by opbench.gate.revision saves its results (= revision.RESULTS_ENV).
+_RESULTS_ENV = "OPBENCH_RESULTS_FILE"
+
 if TYPE_CHECKING:
     from opbench.gate import Report
-
-# Where a run made by opbench.gate.revision saves its results (= its RESULTS_ENV).
-_RESULTS_ENV = "OPBENCH_RESULTS_FILE"
 
 
 class _Session:
