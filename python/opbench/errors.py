@@ -52,8 +52,10 @@ __all__ = [
     "LaunchHoldWarning",
     "MachineWarning",
     "NothingToCompareError",
+    "OverheadError",
     "PlacementError",
     "PrecompiledHeaderWarning",
+    "RecompileError",
     "ResolutionWarning",
     "ResultsFileError",
     "ResultsFileWarning",
@@ -87,6 +89,12 @@ class KeyCollisionError(Error, ValueError):
     results; saved together they would be pooled into one row. The message names both."""
 
 
+class OverheadError(Error, ValueError):
+    """``Measurement.without_overhead()`` cannot subtract the harness's cost: none was
+    calibrated, or it is at least as large as a measured run (the statement is
+    indistinguishable from the harness)."""
+
+
 class NothingToCompareError(Error, ValueError):
     """A regression gate found no benchmark in both sets of results: it compared nothing,
     so it cannot say there is no regression."""
@@ -100,6 +108,12 @@ class UsageError(Error):
 class CompileError(Error, RuntimeError):
     """The C++ compiler rejected the code. Locations read ``stmt:LINE``, ``setup:LINE``
     or ``global_setup:LINE`` in the user's own numbering."""
+
+
+class RecompileError(Error, RuntimeError):
+    """``torch.compile`` recompiled while ``opbench.compile.overheads`` was timing a compiled
+    call, so the figure would mix compiled calls with compilations. The message names the
+    guard that failed (torch's own reason) and the cell being timed."""
 
 
 class CompilerNotFoundError(Error, RuntimeError):

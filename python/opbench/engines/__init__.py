@@ -59,6 +59,10 @@ class Engine:
         """The start of a measurement: drop state a previous one left (a C++ setup
         frame, per-call logs)."""
 
+    def finish(self) -> None:
+        """The end of a measurement: release what it held (a C++ setup frame, whose
+        guards must not outlive the measurement on the caller's thread)."""
+
     def discard_samples(self) -> None:
         """Forget per-call records taken so far (they were warm-up, not samples)."""
 

@@ -5,8 +5,9 @@ each, a policy for what cannot be decided, and a report with an exit status.
 both call ``compare``; the statistics are ``opbench.stats.decide``'s. A gate that
 says "no regression" must have looked, so nothing passes silently:
 
-* Results are matched by ``TaskSpec.key`` (a benchmark's name, else its
-  labels, else its statement), never by repr; replicates of a key pool.
+* Results are matched by ``opbench.core.identity.key`` (a benchmark's name, else
+  its labels, else its statement; plus threads, env and clock: a host-clock
+  baseline never meets a CUDA-event result), never by repr; replicates pool.
 * A benchmark is a **regression** when its decision is "slower". When no
   interval could be formed (too few samples) or it straddles the threshold,
   while the ratio of medians is beyond it, it is a **possible regression**:
@@ -40,6 +41,7 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
+from opbench.core import identity
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement, select_unit
 from opbench.errors import NothingToCompareError
@@ -64,7 +66,7 @@ class Row:
     """One benchmark found in both sets.
 
     Attributes:
-        key: its ``TaskSpec.key``.
+        key: its ``opbench.core.identity.key``.
         kind: "time" (seconds per run) or "instructions" (instructions per run).
         baseline, new: the medians per run.
         samples: how many values each side had.
@@ -225,12 +227,11 @@ def _pool(results: Iterable[Any]) -> dict[str, tuple[str, list[float]]]:
         if isinstance(r, Measurement):
             kind, values = "time", list(r.times)
         elif isinstance(r, InstructionCounts):
-            kind, values = "instructions", [
-                (c - r.baseline if c > r.baseline else c) / r.number_per_run for c in r.counts]
+            kind, values = "instructions", list(r.per_run_values)
         else:
             raise TypeError(f"the gate compares Measurements and InstructionCounts, got "
                             f"{type(r).__name__}")
-        key = r.task_spec.key
+        key = identity.key(r)
         if key in pooled and pooled[key][0] != kind:
             kind = "mixed"
         pooled.setdefault(key, (kind, []))

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from opbench.core import identity
 from opbench.errors import Error, ResultsFileError
 from opbench.gate import revision
 from opbench.store.history import INSTRUCTIONS, TIME, format_value
@@ -137,9 +138,9 @@ def _run_value(run: revision.Run, benchmark: str) -> tuple[float, float, str]:
     except (OSError, ResultsFileError) as e:
         raise BisectError(f"the results of the run at {run.commit[:12]} cannot be read: {e}") \
             from None
-    found = [r for r in results.all() if r.task_spec.key == benchmark]
+    found = [r for r in results.all() if identity.key(r) == benchmark]
     if not found:
-        keys = sorted({r.task_spec.key for r in results.all()})
+        keys = sorted({identity.key(r) for r in results.all()})
         raise BisectError(f"no benchmark {benchmark!r} in the results at {run.commit[:12]}; "
                           f"they hold: {', '.join(keys) or '(nothing)'}")
     r = found[0]

@@ -37,6 +37,7 @@ from typing import Any
 
 from opbench import stats
 from opbench._files import remove_numbered
+from opbench.core import identity
 from opbench.core.measurement import select_unit
 from opbench.stats import changepoints
 from opbench.store import baselines
@@ -146,8 +147,8 @@ class History:
     def benchmarks(self) -> list[tuple[str, str]]:
         """Every (key, kind) in the history, sorted; kind is ``"time"`` or
         ``"instructions"``."""
-        found = {(r.task_spec.key, TIME) for run in self.runs for r in run.results}
-        found |= {(c.task_spec.key, INSTRUCTIONS) for run in self.runs
+        found = {(identity.key(r), TIME) for run in self.runs for r in run.results}
+        found |= {(identity.key(c), INSTRUCTIONS) for run in self.runs
                   for c in run.results.instructions}
         return sorted(found)
 
@@ -155,7 +156,7 @@ class History:
         points = []
         for run in self.runs:
             for r in (run.results if kind == TIME else run.results.instructions):
-                if r.task_spec.key == key:
+                if identity.key(r) == key:
                     points.append(_point(run, r, kind))
         return Series(key, kind, points)
 

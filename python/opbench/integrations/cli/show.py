@@ -2,15 +2,18 @@
 results as tables.
 
 Loads files written by ``opbench.save`` (or ``--opbench-save``, ``opbench
-timeit --save``, ``--autosave``) and prints their results as Compare tables:
-one per label, a row per sub_label (or statement) and thread count, a column
-per description; instruction counts in tables of their own. Several files
-are shown together (results from different machines or runs side by side
-when their env differs). A line per file says where it was measured.
+timeit --save``, ``--autosave``) and prints their results as Compare tables,
+times and instruction counts each in a table of their own: a row per
+benchmark, keyed as the regression gate keys it (``opbench.core.identity.key``:
+its name, else its labels, else its statement; threads, env, clock), and a
+column per file. So every benchmark of every file appears, two benchmarks of
+one test stay two rows, and files side by side are runs side by side.
+Replicates of a key in one file pool, as the gate pools them. A line per
+file says where it was measured.
 
 Options:
     --format    text (Compare's tables, the default), markdown (a heading and a pipe table
-                per label, for a PR comment or notebook), csv (one line per cell, medians
+                per table, for a PR comment or notebook), csv (one line per cell, medians
                 and IQRs in seconds: ``opbench.analysis.export``) or html (escaped ``<table>``s).
                 The exports print the tables only, no environment lines; csv's header
                 appears once, for times and instruction counts alike.
@@ -64,6 +67,18 @@ def _load(path: str) -> Any:
         raise UsageError(f"cannot load {path}: {e}") from None
 
 
+def _keyed(result: Any, title: str, column: str) -> Any:
+    """``result`` placed in the table by its gate key (row) and its file (column)."""
+    import dataclasses
+
+    from opbench.core import identity
+    from opbench.core.measurement import TaskSpec
+
+    key = identity.key(result)
+    return dataclasses.replace(result, task_spec=TaskSpec(
+        stmt=key, setup="pass", label=title, sub_label=key, description=column))
+
+
 def _print_table(results: list[Any], args: argparse.Namespace) -> None:
     from opbench.analysis.compare import Compare
 
@@ -93,14 +108,27 @@ def _export(groups: list[list[Any]], args: argparse.Namespace) -> str:
     return ("" if args.format == "csv" else "\n").join(parts)
 
 
+def _instructions(results: Any) -> list[Any]:
+    return list(results.instructions)
+
+
+def _groups(loaded: list[tuple[str, Any]]) -> list[list[Any]]:
+    """The tables' contents: times, then instruction counts, keyed by benchmark and file."""
+    groups = []
+    for title, kind in (("times", list), ("instructions per run", _instructions)):
+        group = [_keyed(r, title, path) for path, results in loaded for r in kind(results)]
+        if group:
+            groups.append(group)
+    return groups
+
+
 def run(args: argparse.Namespace) -> int:
     loaded = [(path, _load(path)) for path in args.files]  # all or nothing: check every file
     if args.format != "text":
         if args.verbose:
             raise UsageError("--verbose prints the text tables' statistics: use it with "
                              "--format text")
-        groups = [[m for _, r in loaded for m in r], [c for _, r in loaded for c in r.instructions]]
-        sys.stdout.write(_export([g for g in groups if g], args))
+        sys.stdout.write(_export(_groups(loaded), args))
         return 0
     for path, results in loaded:
         print(f"{path}: {len(results)} measurement(s)"
@@ -109,13 +137,10 @@ def run(args: argparse.Namespace) -> int:
         print(_environment_line(results.environment))
         if args.verbose:
             print("environment: " + json.dumps(results.environment, sort_keys=True))
-    measurements = [m for _, results in loaded for m in results]
-    counts = [c for _, results in loaded for c in results.instructions]
-    for group in (measurements, counts):
-        if group:
-            _print_table(group, args)
+    for group in _groups(loaded):
+        _print_table(group, args)
     if args.verbose:
-        for m in measurements:
+        for m in (m for _, results in loaded for m in results):
             print()
             print(m.describe())
     return 0

@@ -24,9 +24,10 @@ def confirmed(state: _Session, result: Any, measure: Callable[[], Any]) -> Any:
     if state.baseline is None:
         return result
     from opbench import gate
+    from opbench.core import identity
 
-    key = result.task_spec.key
-    baseline = [r for r in state.baseline.all() if r.task_spec.key == key]
+    key = identity.key(result)
+    baseline = [r for r in state.baseline.all() if identity.key(r) == key]
     confirmations = 0
     while baseline and confirmations < _CONFIRMATIONS:
         row = gate.compare(baseline, [result], threshold=state.threshold).rows
