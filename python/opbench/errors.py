@@ -47,6 +47,7 @@ __all__ = [
     "ElisionWarning",
     "Error",
     "FuzzerSpecError",
+    "GraphCaptureError",
     "HoldTimedOut",
     "KeyCollisionError",
     "LaunchHoldWarning",
@@ -127,6 +128,11 @@ class CudaError(Error, RuntimeError):
 
     code: int = -1
     function: str = ""
+
+
+class GraphCaptureError(CudaError):
+    """Graph mode could not capture the statement into a CUDA graph (it
+    synchronizes, copies to the host, or does something else capture forbids)."""
 
 
 class HoldTimedOut(CudaError):

@@ -102,6 +102,10 @@ class Timer:
             device-time mode: ``"events"``, ``"per_iteration"`` or ``"graph"``.
         l2_cache: with device timing, ``"warm"`` or ``"cold"`` (flush the L2
             before each timed call).
+        device: with device timing, the CUDA device to time (an index,
+            ``"cuda:N"`` or a torch.device); default the device of the CUDA
+            tensors in ``globals``, else torch's current device
+            (``Measurement.info["device_source"]`` says which).
         record_first_call: time the very first (cold) call alone, before any
             warm-up, into ``Measurement.info["first_call_s"]``: the cost of
             lazy initialisation or compilation (``torch.compile``).
@@ -150,6 +154,7 @@ class Timer:
         *,
         device_timing: str | None = None,
         l2_cache: str = "warm",
+        device: Any = None,
         setup_per_block: bool = False,
         record_first_call: bool = False,
         name: str | None = None,
@@ -161,7 +166,7 @@ class Timer:
             "globals": None if globals is None else dict(globals), "label": label,
             "sub_label": sub_label, "description": description, "env": env,
             "num_threads": num_threads, "language": language,
-            "device_timing": device_timing, "l2_cache": l2_cache,
+            "device_timing": device_timing, "l2_cache": l2_cache, "device": device,
             "setup_per_block": setup_per_block, "record_first_call": record_first_call,
             "name": name,
             "layouts": layouts,
@@ -226,7 +231,7 @@ class Timer:
         if device_timing is not None:
             from opbench.engines.cuda.engine import DeviceEngine
 
-            self._engine = DeviceEngine(self._engine, device_timing, l2_cache)
+            self._engine = DeviceEngine(self._engine, device_timing, l2_cache, device, globals_)
         self._info: dict[str, Any] = {}
         if callable(stmt):
             source = callable_source(stmt)
@@ -463,8 +468,9 @@ class Timer:
         (and the block takes at least min_run_time / 1000). Doubles as a warm-up."""
         self._begin_measurement()
         with set_torch_threads(self._task_spec.num_threads):
+            self._engine.warm_up()  # a device's cold first call must not size the blocks
             overhead = _median_f32([self._timeit(0) for _ in range(5)])
-            number = 1
+            number = self._engine.block_unit()
             while True:
                 time_taken = self._timeit(number)
                 relative_overhead = overhead / time_taken
