@@ -59,7 +59,7 @@ from opbench.errors import KeyCollisionError, ResultsFileError, ResultsFileWarni
 from opbench.store import sweep_file
 
 __all__ = ["FORMAT", "VERSION", "Results", "ResultsFileError", "check_keys", "dumps", "load",
-           "loads", "merge", "save", "to_result"]
+           "load_valid", "loads", "merge", "save", "to_result"]
 
 FORMAT = "opbench-results"
 VERSION = 2
@@ -316,12 +316,14 @@ class _Checker:
                             f"opbench; this one reads up to version {VERSION}: upgrade opbench")
         self.expect(isinstance(doc.get("environment"), dict), "environment",
                     "missing or not an object")
-        for field, check in (("measurements", self.measurement),
-                             ("instructions", self.instructions)):
+        for field, check in self.entry_checks():
             entries = doc.get(field, [] if field == "instructions" else None)
             self.expect(isinstance(entries, list), field, "missing or not a list")
             for i, entry in enumerate(entries):
                 check(entry, f"{field}[{i}]")
+
+    def entry_checks(self) -> tuple[tuple[str, Any], ...]:
+        return (("measurements", self.measurement), ("instructions", self.instructions))
 
     def _entry(self, e: Any, where: str, required: set[str], known: set[str]) -> str:
         """Checks an entry's shape and task_spec; returns ``where`` with the entry's key."""
@@ -421,6 +423,52 @@ def load(path: str | os.PathLike[str]) -> Results:
     if p.is_dir():
         raise ResultsFileError(f"{p}: is a directory, not a results file")
     return loads(p.read_bytes(), source=str(p))
+
+
+def load_valid(path: str | os.PathLike[str]) -> tuple[Results, list[str]]:
+    """What of ``path`` is valid, and a line naming each part that is not: a file whose
+    header is sound but some of whose results are not keeps the others (a history
+    shows what it can). A file that cannot be read or parsed, or whose header is bad,
+    gives no results and one line.
+
+    >>> import tempfile, os
+    >>> bad = os.path.join(tempfile.mkdtemp(), "bad.json")
+    >>> _ = open(bad, "w").write('{"format": "opbench-results"')
+    >>> results, problems = load_valid(bad)
+    >>> len(results), "truncated or corrupt JSON" in problems[0]
+    (0, True)
+    """
+    p = Path(path)
+    try:
+        return load(p), []
+    except (OSError, ResultsFileError) as whole:
+        problem = str(whole) if isinstance(whole, ResultsFileError) else f"{p}: {whole}"
+        try:
+            doc = json.loads(p.read_bytes().decode("utf-8"))
+            checker = _Checker(p)
+            checker.document({**doc, "measurements": [], "instructions": []})
+        except (OSError, ValueError, RecursionError, TypeError, ResultsFileError):
+            return Results(), [problem]
+    kept: dict[str, list[Any]] = {"measurements": [], "instructions": []}
+    problems = []
+    for field, check in checker.entry_checks():
+        entries = doc.get(field) if isinstance(doc.get(field), list) else []
+        for i, entry in enumerate(entries):
+            try:
+                check(entry, f"{field}[{i}]")
+                kept[field].append(entry)
+            except ResultsFileError as e:
+                problems.append(str(e))
+        if not isinstance(doc.get(field, []), list):
+            problems.append(f"{p}: {field}: not a list")
+    results = Results((_measurement_from_dict(e) for e in kept["measurements"]),
+                      environment=doc["environment"], version=doc["version"],
+                      instructions=(_instructions_from_dict(e) for e in kept["instructions"]))
+    try:
+        check_keys(results.all(), str(p))
+    except KeyCollisionError as e:
+        return Results(), [str(e)]
+    return results, problems
 
 
 def loads(data: bytes | str, *, source: str = "<string>") -> Results:

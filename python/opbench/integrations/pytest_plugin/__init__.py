@@ -21,7 +21,8 @@ most ``--opbench-max-time``. At the end of the session a table per group
 Options (the gate):
     --opbench-save PATH         write the session's results to PATH; a file already there
                                 keeps the benchmarks this run did not measure (-k, failures,
-                                Ctrl-C), so a partial run never loses the rest.
+                                Ctrl-C), so a partial run never loses the rest. Default:
+                                $OPBENCH_RESULTS_FILE when set (runs made by opbench ab).
     --opbench-autosave          save them as this machine's next run under .opbench/.
     --opbench-compare [PATH]    compare with a results file (default: this machine's latest
                                 autosaved run), before anything is saved.
