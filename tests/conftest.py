@@ -128,3 +128,23 @@ def assert_same_takes(ours, theirs, n):
         del mine, ref, a, b  # free this step's (possibly huge) tensors before the next
         count += 1
     assert count == n
+
+
+@pytest.fixture
+def fake_peaks(tmp_path, monkeypatch):
+    """This machine's peaks as fixed figures, never measured: 10 GB/s and, per dtype,
+    100 GFLOP/s (ridge 10 FLOP/byte); the per-machine folder moved to tmp_path.
+    Returns the list of (device, threads, dtypes) that would have been measured."""
+    from opbench.core import peaks
+
+    monkeypatch.setenv("OPBENCH_BASELINE_DIR", str(tmp_path / "machine"))
+    calls = []
+
+    def measure(device="cpu", threads=1, dtypes=("float32",), *, bandwidth=True):
+        calls.append((device, threads, tuple(dtypes)))
+        return peaks.Peak(device=device, threads=threads, bandwidth=1e10, copy=1e10,
+                          triad=0.9e10, flop_rates={d: 1e11 for d in dtypes},
+                          how={"fake": True}, measured="2026-01-01T00:00:00+00:00")
+
+    monkeypatch.setattr(peaks, "measure", measure)
+    return calls

@@ -217,3 +217,15 @@ def test_module_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "opbench", "compare", base, new],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "REGRESSION" in proc.stdout
+
+
+def test_gate_on_throughput_judges_time_per_unit_of_work(tmp_path, capsys):
+    # The new run does twice the work in twice the time: slower per run, same GB/s.
+    base = write(tmp_path, "base.json", [m("f()", times(1), bytes=1e6)])
+    new = write(tmp_path, "new.json", [m("f()", times(2, scale=2.0), bytes=2e6)])
+    code, out, _ = run_cli(capsys, base, new)
+    assert code == 1 and "REGRESSION" in out
+    code, out, _ = run_cli(capsys, base, new, "--gate-on", "byte_rate")
+    assert code == 0 and "GB/s" in out and "same" in out
+    code, out, _ = run_cli(capsys, base, new, "--gate-on", "flop_rate")  # no FLOPs: on time
+    assert code == 1 and " us " in out

@@ -167,3 +167,37 @@ def test_every_benchmark_of_every_file_appears_keyed_as_the_gate_keys_it(tmp_pat
     assert _cell(r.stdout, "tests/test_x.py::test_add::plus", 1) == "2.0"
     assert _cell(r.stdout, "tests/test_x.py::test_add::builtin", 1) == "4.0"
     assert _cell(r.stdout, "sort", 2) == "5.0"
+
+
+@pytest.mark.parametrize("fmt, export", [("markdown", "to_markdown"), ("csv", "to_csv"),
+                                         ("html", "to_html")])
+def test_format_prints_the_export_of_the_text_tables(results_file, fmt, export) -> None:
+    from opbench.analysis import export as exports
+    from opbench.core import identity
+    from opbench.integrations.cli import show
+    from opbench.store.results import load
+
+    r = opbench_cli("show", results_file, "--format", fmt)
+    assert r.returncode == 0, r.stderr
+    (times,) = show._groups([(results_file, load(results_file))])  # what the text shows
+    assert r.stdout == getattr(exports, export)(Compare(times))
+    for m in measurements():  # a row per benchmark, as the gate keys it
+        key = identity.key(m)
+        assert (key.replace("|", "\\|") if fmt == "markdown" else key) in r.stdout
+
+
+def test_csv_of_times_and_counts_has_one_header(tmp_path) -> None:
+    from opbench.core.instructions import InstructionCounts
+
+    counts = InstructionCounts(100, (12_345, 12_350), TaskSpec("add()", "pass", label="ops"))
+    path = save([*measurements(), counts], tmp_path / "both.json", environment=ENV)
+    r = opbench_cli("show", str(path), "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("label,") and sum(line == lines[0] for line in lines) == 1
+    assert len(lines) == 1 + 4 + 1  # header, four time cells, one count cell
+
+
+def test_format_with_verbose_is_a_usage_error(results_file) -> None:
+    r = opbench_cli("show", results_file, "--format", "csv", "--verbose")
+    assert r.returncode == 2 and "--format text" in r.stderr

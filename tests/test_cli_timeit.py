@@ -165,3 +165,17 @@ def test_callgrind_verbose_prints_the_top_functions_with_full_names() -> None:
     # Names whole: the function after the file, never the file (library path) alone.
     assert any(name.rstrip().endswith(":list_sort_impl") or "list_sort" in name
                for _, name in rows), top
+
+
+def test_timeit_takes_work_and_prints_throughput(fake_peaks, capsys):
+    from opbench.integrations.cli import main
+
+    code = main(["timeit", "--bytes", "count", "--flops", "count", "--min-run-time", "0.01",
+                 "-s", "x = torch.ones(1000)", "x + x"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "  Work: 1000 FLOPs (counted), 8000 bytes (counted): " in out and "-bound, " in out
+    assert main(["timeit", "--bytes", "16", "--min-run-time", "0.01", "pass"]) == 0
+    assert "16 bytes (declared)" in capsys.readouterr().out
+    assert main(["timeit", "--flops", "-3", "pass"]) == 2
+    assert "--flops must be a number >= 0 or 'count', got '-3'" in capsys.readouterr().err

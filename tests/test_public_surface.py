@@ -30,7 +30,8 @@ ALL = {
     "ResolutionWarning", "ResultsFileError", "ResultsFileWarning", "SampleSizeWarning",
     "SchedulerUnreachableError", "SerializationError", "SweepError", "TaskSpec", "ThrottleWarning",
     "Timer", "UsageError", "collect_callgrind_all", "compare_ab", "cuda", "default_timer",
-    "include_dir", "load", "ordered_unique", "run_all", "save", "select_unit", "set_torch_threads",
+    "include_dir", "load", "ordered_unique", "plot_roofline", "run_all", "save", "select_unit",
+    "set_torch_threads",
     "timer", "trim_sigfig", "unit_to_english",
 }
 
@@ -63,6 +64,11 @@ PATHS = {
     "opbench.errors": ["Error", "BenchmarkWarning"],
     "opbench.cli": ["main"],
     "opbench.pytest_plugin": ["pytest_addoption"],
+    "opbench.work": ["COUNT", "Work", "count"],
+    "opbench.peaks": ["Peak", "get", "load", "measure", "path"],
+    "opbench.throughput": ["Throughput"],
+    "opbench.columns": ["METRICS"],
+    "opbench.roofline": ["plot_roofline"],
 }
 
 

@@ -533,3 +533,33 @@ def test_instruction_counts_agree_across_fresh_processes() -> None:
     assert len(found) == 4 and all(len(v) == 5 for v in found.values()), found
     for row, values in found.items():
         assert module.spread(values) <= 0.001, (row, values)
+
+
+def test_fixture_passes_work_through_and_the_gate_gates_on_throughput(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opbench.core import peaks
+
+    # Peaks saved beforehand: the session reads them, it does not measure.
+    monkeypatch.setenv("OPBENCH_BASELINE_DIR", str(pytester.path / "machine"))
+    peaks.save({"cpu/1": peaks.Peak(device="cpu", threads=1, bandwidth=1e10,
+                                    flop_rates={"float32": 1e11})})
+    pytester.makepyfile(test_bench="""
+        import os
+
+        N = int(os.environ.get("N", "1000"))
+
+        def test_work(opbench):
+            xs = list(range(N))
+            m = opbench(lambda: sorted(xs), name="sort", bytes=8 * N, flops=lambda: N,
+                        min_run_time=0.02)
+            assert (m.bytes, m.flops) == (8 * N, N) and m.info["peaks"]["bandwidth"] == 1e10
+            assert m.bound == "memory"
+    """)
+    run(pytester, "--opbench-save", "base.json").assert_outcomes(passed=1)
+    saved = load(pytester.path / "base.json")
+    assert (saved[0].task_spec.bytes, saved[0].task_spec.flops) == (8000, 1000)
+    # Ten times the work: slower per run, yet judged on bytes per second.
+    monkeypatch.setenv("N", "10000")
+    result = run(pytester, "--opbench-compare", "base.json", "--opbench-gate-on", "byte_rate")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*GB/s*"])

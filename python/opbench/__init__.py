@@ -90,6 +90,8 @@ _LAZY = {
     "compare_ab": ("opbench.gate.ab", "compare_ab"),
     # Sweeps bring executors (sockets, subprocess pools): 20 ms of every import.
     "run_all": ("opbench.sweep", "run_all"),
+    # The roofline plot brings matplotlib (on call, not on import).
+    "plot_roofline": ("opbench.analysis.roofline", "plot_roofline"),
     # The name opbench 0.1 gave CompileError.
     "CppCompileError": ("opbench.errors", "CompileError"),
 }
@@ -152,7 +154,8 @@ __all__ = [
 # Submodules reachable as attributes without an explicit import
 # (`opbench.compile.bench_all(...)`), loaded on first access through their
 # old paths (opbench._moved).
-_LAZY_MODULES = {"compile", "plot", "export", "profile", "op_fuzzers", "fuzzer", "stats"}
+_LAZY_MODULES = {"compile", "plot", "export", "profile", "op_fuzzers", "fuzzer", "stats",
+                 "peaks", "roofline", "work"}
 
 
 def __getattr__(name: str) -> Any:

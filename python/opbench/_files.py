@@ -70,6 +70,96 @@ def atomic_write(path: PathLike, write: Callable[[IO[bytes]], Any]) -> Path:
     return target
 
 
+def _linked_here(tmp: str, target: Path) -> bool:
+    """Whether ``target`` is ``tmp``'s own inode: on NFS a ``link`` whose reply was lost is
+    retried and answers EEXIST although it succeeded (open(2), "O_EXCL" notes)."""
+    try:
+        return os.path.samestat(os.stat(tmp), os.stat(target))
+    except OSError:
+        return False
+
+
+def atomic_write_numbered(folder: PathLike, text: str, name: Callable[[int], str], first: int,
+                          *, registry: str = ".numbers") -> tuple[int, Path]:
+    """Writes ``text`` as a new file ``folder/name(n)`` for the first number ``n >= first``
+    that no other writer holds, and returns ``(n, path)``; concurrent writers (threads,
+    processes, hosts sharing an NFS export) each get their own number and none is lost.
+
+    Why not ``O_EXCL``: NFS before v3 lacks it, and a name that holds more than the
+    number (a commit, a time) would not collide anyway. A number is claimed by
+    ``link(2)``, which the NFS server does atomically: the file is written whole to a
+    temporary name, then hard-linked as ``folder/<registry>/<n>``; EEXIST means the
+    number is taken (unless the link is ours, which a lost NFS reply can hide: the
+    inode is compared, the recipe of open(2)'s manual), so the next one is tried.
+    Only then is the file linked under its visible name, so a reader never sees a
+    partial file. The registry links share the file's inode (no space); whoever
+    deletes a file removes its registry link too (``remove_numbered``). Where hard
+    links are refused (some FUSE or SMB mounts), an ``O_EXCL`` claim of the registry
+    name stands in."""
+    folder = Path(folder)
+    claims = folder / registry
+    claims.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".claim.", suffix=".tmp")
+    try:
+        os.fchmod(fd, _default_mode(folder / ".new"))
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        number = first
+        while not _claim(tmp, claims / str(number)):
+            number += 1
+        target = folder / name(number)
+        try:
+            os.link(tmp, target)
+        except FileExistsError:  # a stale file of that name (an old copy): never overwrite
+            if not _linked_here(tmp, target):
+                os.unlink(claims / str(number))
+                raise
+        except OSError:  # no hard links here: the registry claim already holds the number
+            os.replace(tmp, target)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+    _fsync_directory(folder)
+    return number, target
+
+
+def _claim(tmp: str, claim: Path) -> bool:
+    try:
+        os.link(tmp, claim)
+        return True
+    except FileExistsError:
+        return _linked_here(tmp, claim)
+    except OSError:  # hard links refused: the exclusive create of the claim decides
+        try:
+            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            return True
+        except FileExistsError:
+            return False
+
+
+def remove_numbered(path: PathLike, number: int, *, registry: str = ".numbers") -> None:
+    """Deletes a file written by ``atomic_write_numbered`` and its registry link."""
+    target = Path(path)
+    for p in (target, target.parent / registry / str(number)):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+def numbers_taken(folder: PathLike, *, registry: str = ".numbers") -> list[int]:
+    """The numbers claimed in ``folder``'s registry, ascending."""
+    try:
+        names = os.listdir(Path(folder) / registry)
+    except FileNotFoundError:
+        return []
+    return sorted(int(n) for n in names if n.isdigit())
+
+
 def atomic_write_text(path: PathLike, text: str) -> Path:
     """``atomic_write`` of UTF-8 text."""
     return atomic_write(path, lambda f: f.write(text.encode("utf-8")))

@@ -35,18 +35,22 @@ FLOORS: tuple[Floor, ...] = (
           ("opbench._version", "opbench.errors", "opbench._checks", "opbench._files",
            "opbench._threads", "opbench._text", "opbench.environment", "opbench.progress",
            "opbench._moved", "opbench._floors")),
-    Floor("stats", "statistics of timings, decisions (is B faster?), torch's float32 arithmetic",
+    Floor("stats", "statistics of timings, decisions (is B faster?), change points, torch's "
+                   "float32 arithmetic",
           ("opbench.stats",)),
     Floor("engines", "how a statement runs `n` times: Python, C++ (with its compiler, precompiled "
                      "headers and cache), CUDA device time",
           ("opbench.engines",)),
     Floor("core", "`Measurement`, instruction counts, stopping rules, first calls, profiles; "
-                  "the fuzzers",
+                  "work, throughput and peaks; the fuzzers",
           ("opbench.core", "opbench.fuzz")),
     Floor("callgrind", "instruction counts under valgrind", ("opbench.callgrind",)),
     Floor("timer", "`Timer` (torch's algorithms), which drives everything below", ("opbench.timer",)),
-    Floor("store", "results files, sweep files, baselines", ("opbench.store",)),
-    Floor("analysis", "tables, comparisons, exports, plots, torch.compile studies; the gate and A/B",
+    Floor("store", "results files, sweep files, baselines, the history of runs over commits",
+          ("opbench.store",)),
+    Floor("analysis", "tables (and their throughput columns), comparisons, exports, plots (and "
+                      "the roofline), the HTML report, torch.compile studies; the gate, A/B, "
+                      "runs at a git revision, bisect",
           ("opbench.analysis", "opbench.gate")),
     Floor("sweep", "`run_all`: sweeps, placement on cores, executors (local, Dask, Ray)",
           ("opbench.sweep",)),

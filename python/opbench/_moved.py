@@ -51,6 +51,12 @@ MOVED = {
     "opbench.sweep_file": "opbench.store.sweep_file",
     "opbench.table": "opbench.analysis.table",
     "opbench._numerics": "opbench.stats.numerics",
+    # Short public paths of modules born in their floors (throughput and roofline).
+    "opbench.columns": "opbench.analysis.columns",
+    "opbench.peaks": "opbench.core.peaks",
+    "opbench.roofline": "opbench.analysis.roofline",
+    "opbench.throughput": "opbench.core.throughput",
+    "opbench.work": "opbench.core.work",
 }
 
 

@@ -19,18 +19,22 @@ Example:
 from __future__ import annotations
 
 import glob
+import hashlib
 import math
 import os
 import platform
+import re
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 from opbench import _C
 from opbench._version import __version__
 from opbench.errors import MachineWarning, SampleSizeWarning, WarningRecord, warn
 
-__all__ = ["check_machine", "collect", "warn_too_few_samples"]
+__all__ = ["BASELINE_DIR_ENV", "check_machine", "collect", "machine_id", "project_root",
+           "root_dir", "warn_too_few_samples"]
 
 _GOVERNOR_GLOB = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor"
 
@@ -177,3 +181,45 @@ def warn_too_few_samples(n: int, confidence: float) -> WarningRecord:
         "Timer.blocked_autorange(min_run_time=...) or a noise-targeted run (converge).",
         once="too-few-samples",
     )
+
+
+# -- this machine's folder (baselines, measured peaks) -------------------------------
+
+BASELINE_DIR_ENV = "OPBENCH_BASELINE_DIR"
+
+
+# What marks a project's root: a folder of baselines already there, version control,
+# or the files pytest takes its rootdir from.
+_ROOT_MARKERS = (".opbench", ".git", ".hg", "pyproject.toml", "pytest.ini", "tox.ini",
+                 "setup.cfg", "setup.py")
+
+
+def project_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """The nearest folder from ``start`` (default: the working directory) upwards that
+    holds one of ``_ROOT_MARKERS``; ``start`` itself when none does."""
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if any((folder / marker).exists() for marker in _ROOT_MARKERS):
+            return folder
+    return here
+
+
+def root_dir(root: str | os.PathLike[str] | None = None) -> Path:
+    """Where per-machine files live (baselines, ``opbench.peaks``): ``root``, else
+    ``$OPBENCH_BASELINE_DIR``, else ``.opbench`` in the project root (``project_root``):
+    the same folder for the CLI and the pytest plugin, from whichever subdirectory
+    either runs."""
+    if root is not None:
+        return Path(root)
+    env = os.environ.get(BASELINE_DIR_ENV)
+    return Path(env) if env else project_root() / ".opbench"
+
+
+def machine_id(env: dict[str, Any] | None = None) -> str:
+    """``Linux-x86_64-CPython3.11-1a2b3c`` for the environment ``env`` (default: this one)."""
+    env = collect() if env is None else env
+    system = str(env.get("platform") or "unknown").split("-")[0]
+    python = ".".join(str(env.get("python") or "0.0").split(".")[:2])
+    cpu = hashlib.sha1(f"{env.get('cpu_model')}|{env.get('cpu_count')}".encode()).hexdigest()[:6]
+    name = f"{system}-{env.get('machine')}-{env.get('python_implementation')}{python}-{cpu}"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)

@@ -28,7 +28,7 @@ from opbench import _C, environment
 from opbench._checks import check_count, check_positive
 from opbench._threads import set_torch_threads
 from opbench.callgrind.globals import CopyIfCallgrind
-from opbench.core import first_call
+from opbench.core import first_call, work
 from opbench.core.identity import callable_name, callable_source, describe_callable
 from opbench.core.measurement import Measurement, TaskSpec
 from opbench.engines import Engine, as_engine
@@ -119,6 +119,14 @@ class Timer:
             at N offsets from the 64-byte grid and times them in turn: the
             Measurement's ``info`` gets each layout's median and their spread
             (``layout_spread``), the part of a figure code placement can swing.
+        flops, bytes: the work of one run of ``stmt``, for throughput and the
+            roofline (``Measurement.flop_rate``, ``byte_rate``, ``bound``...): a
+            number; a callable of the statement's inputs (its parameters name
+            globals or names setup defines, resolved when measuring starts);
+            or ``"count"``: counted from the ATen ops a torch statement runs
+            (``opbench.work``; None when it cannot be). With work known, the
+            Measurement carries this machine's measured peaks (``opbench.peaks``,
+            measured once per machine and thread count, a few seconds).
 
     Raises:
         TypeError: ``stmt`` or ``setup`` is neither a string nor a callable.
@@ -159,6 +167,8 @@ class Timer:
         record_first_call: bool = False,
         name: str | None = None,
         layouts: int = 1,
+        flops: float | Callable[..., Any] | str | None = None,
+        bytes: float | Callable[..., Any] | str | None = None,
     ) -> None:
         # As given, for `kwargs` (and pickling): Timer(**t.kwargs) is the same Timer.
         self._kwargs: dict[str, Any] = {
@@ -169,8 +179,10 @@ class Timer:
             "device_timing": device_timing, "l2_cache": l2_cache, "device": device,
             "setup_per_block": setup_per_block, "record_first_call": record_first_call,
             "name": name,
-            "layouts": layouts,
+            "layouts": layouts, "flops": flops, "bytes": bytes,
         }
+        work.check_declared("flops", flops)
+        work.check_declared("bytes", bytes)
         for what, value in (("stmt", stmt), ("setup", setup)):
             if not isinstance(value, str) and not callable(value):
                 raise TypeError(
@@ -221,11 +233,12 @@ class Timer:
         else:
             raise ValueError(f"Invalid language `{language}`.")
 
+        self._globals = CopyIfCallgrind.unwrap_all(globals_)
         self._engine: Engine = as_engine(engine_cls(
             stmt=stmt if callable(stmt) else stmt_text,
             setup=setup if callable(setup) else setup_text,
             timer=timer,
-            globals=CopyIfCallgrind.unwrap_all(globals_),
+            globals=self._globals,
             **engine_kwargs,
         ))
         if device_timing is not None:
@@ -255,7 +268,11 @@ class Timer:
             env=env,
             num_threads=num_threads,
             name=name,
+            flops=flops if isinstance(flops, (int, float)) else None,
+            bytes=bytes if isinstance(bytes, (int, float)) else None,
         )
+        # What is resolved when measuring starts: callables, counting, peaks.
+        self._work_pending = any(v is not None for v in (flops, bytes))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt from its arguments: what a worker process needs (and all it may
@@ -354,6 +371,9 @@ class Timer:
             environment.check_machine()
             if self._record_first_call and first_call.INFO_KEY not in self._info:
                 self._info[first_call.INFO_KEY] = first_call.measure_first_call(self)
+            if self._work_pending:
+                self._work_pending = False
+                self._task_spec = work.for_timer(self, self._globals, self._info)
             self._engine.reset()
 
     def _timeit(self, number: int) -> float:

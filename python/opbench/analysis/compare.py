@@ -22,9 +22,10 @@ Example:
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from opbench.analysis import columns as _columns
 from opbench.analysis import export, plot
 from opbench.analysis.table import Row, Table, build
 from opbench.core.instructions import InstructionCounts
@@ -117,6 +118,10 @@ class Compare:
         results: Measurements to display (replicates of a task are merged); or
             instruction counts (``InstructionCounts``, ``CallgrindStats``), laid
             out the same way with instructions per run in each cell.
+        columns: what each cell shows, one column per metric and description:
+            ``"time"`` (the default, torch's table), ``"GB/s"``, ``"TFLOP/s"``,
+            ``"% of peak"`` (a list, or a comma-separated string; see
+            ``opbench.columns``).
 
     Example (instruction counts; needs valgrind)::
 
@@ -124,7 +129,9 @@ class Compare:
         print(opbench.Compare(stats))   # one table per label, instructions per run
     """
 
-    def __init__(self, results: Iterable[Any]) -> None:
+    def __init__(self, results: Iterable[Any], *,
+                 columns: str | Sequence[str] | None = None) -> None:
+        self._metrics = _columns.check(columns)
         self._results: list[Any] = []
         self.extend_results(results)
         self._trim_significant_figures = False
@@ -185,6 +192,12 @@ class Compare:
         """A speed-up heatmap against ``baseline`` over a size sweep (needs matplotlib)."""
         return plot.plot_speedup(self, path, baseline=baseline, by=by, **kwargs)
 
+    def plot_roofline(self, path: str, **kwargs: Any) -> Any:
+        """Each result on the measured roofline (needs matplotlib; ``opbench.roofline``)."""
+        from opbench.analysis.roofline import plot_roofline
+
+        return plot_roofline(self, path, **kwargs)
+
     @property
     def results(self) -> list[Any]:
         """The results given (Measurements or InstructionCounts), in order, replicates
@@ -194,8 +207,9 @@ class Compare:
     def tables(self) -> list[Table]:
         """What this Compare shows, as data (``opbench.analysis.table``): one Table per label,
         with the rows, columns and formatted numbers of the text."""
-        return build(self._results, trim_significant_figures=self._trim_significant_figures,
-                     highlight_warnings=self._highlight_warnings)
+        tables = build(self._results, trim_significant_figures=self._trim_significant_figures,
+                       highlight_warnings=self._highlight_warnings)
+        return [_columns.apply(t, self._metrics) for t in tables]
 
     def _render(self) -> list[str]:
         return [_render(table, self._colorize) for table in self.tables()]

@@ -5,6 +5,9 @@
 - ``stopping``: when to stop sampling (``adaptive_autorange``, ``until``).
 - ``first_call``: the first call's cost, apart from the steady state.
 - ``profile``: a cProfile of the timed loop.
+- ``work``: the FLOPs and bytes of one run, declared or counted (``_work_modes``: torch's side).
+- ``throughput``: a Measurement's rates, arithmetic intensity, bound and efficiency.
+- ``peaks``: this machine's bandwidth and FLOP rates, measured once and cached.
 
 Floor: core (may import from native, base, stats, engines and its own floor).
 Nothing here imports ``opbench.timer``: the Timer drives these modules, not the reverse.

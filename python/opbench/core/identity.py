@@ -166,7 +166,6 @@ def sweep_keys(timers: list[Any]) -> list[str]:
     settings (clock, device timing, code layouts), every global's identity, and how
     many earlier timers of the sweep share all of that."""
     import collections
-    import dataclasses
 
     seen: collections.Counter[str] = collections.Counter()
     keys = []
@@ -176,7 +175,7 @@ def sweep_keys(timers: list[Any]) -> list[str]:
                     if kwargs.get(k) is not None}
         globals_ = {name: value_identity(v)
                     for name, v in sorted((kwargs.get("globals") or {}).items())}
-        text = json.dumps({"spec": dataclasses.asdict(timer.task_spec), "settings": settings,
+        text = json.dumps({"spec": timer.task_spec.to_dict(), "settings": settings,
                            "globals": globals_}, sort_keys=True)
         seen[text] += 1
         keys.append(hashlib.sha256(f"{text}#{seen[text]}".encode()).hexdigest()[:20])

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from opbench import stats
+from opbench.core import throughput
+from opbench.core.throughput import Throughput
 from opbench.stats import numerics as _numerics
 
 __all__ = [
@@ -41,7 +43,9 @@ class TaskSpec:
 
     torch's eight fields, plus ``name``: the benchmark's name in results files
     and regression gates, given by the user (``Timer(name=...)``) or, for a
-    callable timed without labels, its module-qualified name.
+    callable timed without labels, its module-qualified name; and ``flops`` /
+    ``bytes``: the work of one run when declared (``Timer(flops=...)``; see
+    ``opbench.throughput``). None of these is in the text or the key.
 
     Example:
         >>> TaskSpec(stmt="x + 1", setup="x = 1", label="add").title
@@ -59,6 +63,14 @@ class TaskSpec:
     env: str | None = None
     num_threads: int = 1
     name: str | None = None
+    flops: float | None = None
+    bytes: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict, ``flops`` / ``bytes`` only when declared: what results
+        files and sweep keys hold, unchanged for a TaskSpec without work."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if v is not None or k not in ("flops", "bytes")}
 
     @property
     def key(self) -> str:
@@ -105,7 +117,7 @@ _TASKSPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(TaskSpec))
 
 
 @dataclasses.dataclass(init=True, repr=False)
-class Measurement:
+class Measurement(Throughput):
     """The times of one task: ``raw_times[i]`` seconds for ``number_per_run`` runs each.
 
     Statistics (``median``, ``mean``, ``iqr``, ...) are per run: raw times
@@ -120,6 +132,10 @@ class Measurement:
             (host clock after a device synchronize), e.g. ``"cuda-events"``.
         info: opbench's own facts about the run (device clocks, first-call
             time, ...); ``metadata`` stays reserved for the user, as in torch.
+
+    Throughput (``opbench.throughput``): ``flops``, ``bytes`` (one run's work,
+    declared or counted; None when unknown), ``flop_rate``, ``byte_rate``,
+    ``arithmetic_intensity``, ``bound`` and ``efficiency``.
 
     Example:
         >>> m = Measurement(10, [1e-5, 2e-5, 3e-5], TaskSpec("f()", "pass"))
@@ -279,8 +295,9 @@ class Measurement:
         return stats.summary(self.times, confidence)
 
     def describe(self, confidence: float = 0.95) -> str:
-        """torch's text followed by the spread, the median's interval, outliers and, for
-        a noise-targeted run, whether it converged.
+        """torch's text followed by the spread, the median's interval, outliers, the
+        throughput when the work is known and, for a noise-targeted run, whether it
+        converged.
 
         Example:
             >>> m = Measurement(1, [1e-6 * (1 + i / 100) for i in range(20)], TaskSpec("f()", "pass"))
@@ -315,6 +332,9 @@ class Measurement:
                          f"{f' ({severe} severe)' if severe else ''} of {s.n}")
         else:
             lines.append(f"  Outliers (Tukey fences): none of {s.n}")
+        work = throughput.describe(self)
+        if work:
+            lines.append(work)
         info = self.info or {}
         if "converged" in info:
             achieved = info.get("relative_ci")

@@ -16,6 +16,11 @@ says "no regression" must have looked, so nothing passes silently:
 * A benchmark of the baseline missing from the new results is listed, and
   fails the gate with ``fail_on_missing``; new benchmarks are listed.
 * Nothing in common is an error (``NothingToCompareError``), not a pass.
+* ``metric="byte_rate"`` / ``"flop_rate"`` gates on throughput instead: each
+  sample becomes time per byte (per FLOP) of the work declared or counted
+  (``opbench.throughput``), so a change of work between the runs counts; a
+  benchmark without known work is gated on time, and one with work on one side
+  only is not compared (listed).
 * Times and instruction counts are compared each with their own kind;
   results from different machines, torch versions or thread settings are
   compared with a warning that names the differences.
@@ -44,6 +49,7 @@ from typing import Any
 from opbench.core import identity
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement, select_unit
+from opbench.core.throughput import declared_or_counted
 from opbench.errors import NothingToCompareError
 from opbench.stats import decide
 
@@ -51,6 +57,8 @@ __all__ = ["FORMATS", "POLICIES", "Report", "Row", "compare", "environment_diffe
            "format_value"]
 
 POLICIES = ("fail", "warn", "pass")
+# Gated metric -> the work a throughput divides by (None: time itself).
+METRICS = {"time": None, "byte_rate": "bytes", "flop_rate": "flops"}
 FORMATS = ("text", "markdown", "json")
 
 # Environment facts whose difference makes a comparison suspect, with their names.
@@ -67,7 +75,8 @@ class Row:
 
     Attributes:
         key: its ``opbench.core.identity.key``.
-        kind: "time" (seconds per run) or "instructions" (instructions per run).
+        kind: "time" (seconds per run), "instructions" (per run), or "byte_rate" /
+            "flop_rate" (seconds per byte / FLOP: throughput gated as time per unit of work).
         baseline, new: the medians per run.
         samples: how many values each side had.
         decision: ``opbench.stats.decide``'s decision on them.
@@ -149,7 +158,7 @@ class Report:
         for r in self.rows:
             ci = r.decision.ci
             interval = (f"none ({r.samples[0]} vs {r.samples[1]} samples)" if ci is None
-                        else "exact" if r.kind != "time" and ci[0] == ci[1]
+                        else "exact" if r.kind == "instructions" and ci[0] == ci[1]
                         else f"{ci[0]:.3f} to {ci[1]:.3f}")
             body.append([r.key, format_value(r.baseline, r.kind), format_value(r.new, r.kind),
                          f"{r.decision.median_ratio:.3f}", interval, r.status.upper()
@@ -165,8 +174,11 @@ class Report:
         if self.only_in_new:
             notes.append("Only in the new results (new benchmarks): " + ", ".join(self.only_in_new))
         if self.mismatched:
-            notes.append("Not compared (times on one side, instruction counts on the other): "
-                         + ", ".join(self.mismatched))
+            notes.append("Not compared (times on one side, instruction counts on the other, "
+                         "or work known on one side only): " + ", ".join(self.mismatched))
+        if any(r.kind in ("byte_rate", "flop_rate") for r in self.rows):
+            notes.append("Throughput rows: the ratio is of time per unit of work (new / "
+                         "baseline), the inverse of the ratio of rates.")
         notes.append(f"Ratio: new / baseline (median per run); verdicts by the ratio's "
                      f"{self.confidence:.0%} interval (Hodges-Lehmann; instruction counts: "
                      f"the range their repeats allow) against a threshold of "
@@ -216,15 +228,21 @@ def format_value(v: float, kind: str) -> str:
     """A median for a report: ``12.3 us``, or ``41,200 instr`` for instruction counts."""
     if kind == "instructions":
         return f"{v:,.0f} instr"
+    if kind in ("byte_rate", "flop_rate"):  # v: seconds per byte (FLOP)
+        return f"{1 / v / 1e9:.4g} " + ("GB/s" if kind == "byte_rate" else "GFLOP/s")
     unit, scale = select_unit(v)
     return f"{v / scale:.4g} {unit}"
 
 
-def _pool(results: Iterable[Any]) -> dict[str, tuple[str, list[float]]]:
+def _pool(results: Iterable[Any], metric: str = "time") -> dict[str, tuple[str, list[float]]]:
     """key -> (kind, per-run values), replicates pooled, in first-seen order."""
     pooled: dict[str, tuple[str, list[float]]] = {}
     for r in results:
-        if isinstance(r, Measurement):
+        what = METRICS[metric]
+        work = declared_or_counted(r, what) if what else None
+        if isinstance(r, Measurement) and work:
+            kind, values = metric, [t / work for t in r.times]
+        elif isinstance(r, Measurement):
             kind, values = "time", list(r.times)
         elif isinstance(r, InstructionCounts):
             kind, values = "instructions", list(r.per_run_values)
@@ -259,9 +277,11 @@ def compare(
     confidence: float = 0.95,
     inconclusive: str = "fail",
     fail_on_missing: bool = False,
+    metric: str = "time",
 ) -> Report:
     """Matches ``new`` against ``baseline`` (results files as loaded, or lists of
-    Measurements and InstructionCounts) and decides each benchmark.
+    Measurements and InstructionCounts) and decides each benchmark, on time or
+    (``metric="byte_rate"`` / ``"flop_rate"``) on throughput.
 
     Raises:
         NothingToCompareError: no benchmark is in both (an empty file, the wrong file).
@@ -269,9 +289,11 @@ def compare(
     """
     if inconclusive not in POLICIES:
         raise ValueError(f"inconclusive must be one of {', '.join(POLICIES)}, got {inconclusive!r}")
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
     decide.check_threshold(threshold)
     old_results, new_results = _all(baseline), _all(new)
-    old, cand = _pool(old_results), _pool(new_results)
+    old, cand = _pool(old_results, metric), _pool(new_results, metric)
     common = [k for k in cand if k in old]
     if not common:
         raise NothingToCompareError(
@@ -284,8 +306,8 @@ def compare(
         if kind_old != kind_new or "mixed" in (kind_old, kind_new):
             mismatched.append(key)
             continue
-        decision = (decide.two_samples(x, y, threshold, confidence) if kind_old == "time"
-                    else decide.counts(x, y, threshold))
+        decision = (decide.counts(x, y, threshold) if kind_old == "instructions"
+                    else decide.two_samples(x, y, threshold, confidence))
         rows.append(Row(key, kind_old, statistics.median(x), statistics.median(y),
                         (len(x), len(y)), decision))
     rows.sort(key=lambda r: -r.decision.median_ratio)  # the worst first

@@ -3,7 +3,9 @@
 ``--opbench-autosave`` (pytest) and ``python -m opbench timeit --autosave`` write
 each run to ``.opbench/<machine id>/<NNNN>_<commit>_<UTC time>.json`` in the
 project's root, the nearest folder upwards holding ``.opbench``, ``.git``,
-``pyproject.toml``, ``pytest.ini``, ... (``$OPBENCH_BASELINE_DIR`` moves it). ``python -m
+``pyproject.toml``, ``pytest.ini``, ... (``$OPBENCH_BASELINE_DIR`` moves it), with
+the commit, branch, dirty flag and time in its environment: the machine's history
+(``opbench.store.history``). ``python -m
 opbench compare --latest NEW`` and ``--opbench-compare`` without a path
 compare with the latest run of this machine.
 
@@ -24,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import datetime
-import hashlib
 import os
 import re
 import subprocess
@@ -32,60 +33,49 @@ from pathlib import Path
 from typing import Any
 
 from opbench import environment as _environment
-from opbench.store.results import save
+from opbench._files import atomic_write_numbered, numbers_taken
+from opbench.environment import BASELINE_DIR_ENV as ENV_VAR
+from opbench.environment import machine_id, project_root, root_dir
+from opbench.store.results import dumps
 
-__all__ = ["ENV_VAR", "autosave", "latest", "machine_id", "project_root", "root_dir", "runs"]
+__all__ = ["ENV_VAR", "autosave", "git_state", "latest", "machine_id", "project_root", "root_dir",
+           "run_number", "runs"]
 
-ENV_VAR = "OPBENCH_BASELINE_DIR"
 _RUN = re.compile(r"^(\d{4,})_.*\.json$")
 
 
-# What marks a project's root: a folder of baselines already there, version control,
-# or the files pytest takes its rootdir from.
-_ROOT_MARKERS = (".opbench", ".git", ".hg", "pyproject.toml", "pytest.ini", "tox.ini",
-                 "setup.cfg", "setup.py")
-
-
-def project_root(start: str | os.PathLike[str] | None = None) -> Path:
-    """The nearest folder from ``start`` (default: the working directory) upwards that
-    holds one of ``_ROOT_MARKERS``; ``start`` itself when none does."""
-    here = Path(start if start is not None else os.getcwd()).resolve()
-    for folder in (here, *here.parents):
-        if any((folder / marker).exists() for marker in _ROOT_MARKERS):
-            return folder
-    return here
-
-
-def root_dir(root: str | os.PathLike[str] | None = None) -> Path:
-    """Where baselines live: ``root``, else ``$OPBENCH_BASELINE_DIR``, else ``.opbench`` in
-    the project root (``project_root``): the same folder for the CLI and the pytest
-    plugin, from whichever subdirectory either runs."""
-    if root is not None:
-        return Path(root)
-    env = os.environ.get(ENV_VAR)
-    return Path(env) if env else project_root() / ".opbench"
-
-
-def machine_id(env: dict[str, Any] | None = None) -> str:
-    """``Linux-x86_64-CPython3.11-1a2b3c`` for the environment ``env`` (default: this one)."""
-    env = _environment.collect() if env is None else env
-    system = str(env.get("platform") or "unknown").split("-")[0]
-    python = ".".join(str(env.get("python") or "0.0").split(".")[:2])
-    cpu = hashlib.sha1(f"{env.get('cpu_model')}|{env.get('cpu_count')}".encode()).hexdigest()[:6]
-    name = f"{system}-{env.get('machine')}-{env.get('python_implementation')}{python}-{cpu}"
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
-
-
-def _git_commit() -> str | None:
-    """The current commit (with ``+dirty`` for uncommitted changes), None outside git."""
+def _git(*args: str) -> str | None:
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10, check=True).stdout
+        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
-    return head + ("+dirty" if dirty.strip() else "") if head else None
+
+
+def git_state() -> dict[str, Any] | None:
+    """Where the current directory's checkout stands, None outside git: ``commit``,
+    ``branch`` (None when detached), ``dirty`` (uncommitted changes to tracked files),
+    ``commit_time`` (the committer's, ISO 8601 UTC), ``position`` (commits reachable
+    from it: orders a linear history when commit times tie) and ``subject``."""
+    line = _git("log", "-1", "--format=%H%x00%ct%x00%s")
+    if not line:
+        return None
+    commit, stamp, subject = line.split("\0", 2)
+    branch = _git("rev-parse", "--abbrev-ref", "HEAD")
+    count = _git("rev-list", "--count", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "commit": commit,
+        "branch": None if branch in (None, "HEAD") else branch,
+        "dirty": bool(dirty),
+        "commit_time": _iso(datetime.datetime.fromtimestamp(int(stamp), datetime.timezone.utc)),
+        "position": int(count) if count and count.isdigit() else None,
+        "subject": subject,
+    }
+
+
+def _iso(t: datetime.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def runs(root: str | os.PathLike[str] | None = None, machine: str | None = None) -> list[Path]:
@@ -93,8 +83,17 @@ def runs(root: str | os.PathLike[str] | None = None, machine: str | None = None)
     folder = root_dir(root) / (machine or machine_id())
     if not folder.is_dir():
         return []
-    numbered = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _RUN.match(p.name))]
-    return [p for _, p in sorted(numbered)]
+    return [p for _, p in sorted(_numbered(folder))]
+
+
+def run_number(path: str | os.PathLike[str]) -> int | None:
+    """The run number in a saved run's file name (``0012_...json`` -> 12), else None."""
+    m = _RUN.match(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def _numbered(folder: Path) -> list[tuple[int, Path]]:
+    return [(n, p) for p in folder.iterdir() if (n := run_number(p)) is not None]
 
 
 def latest(root: str | os.PathLike[str] | None = None,
@@ -107,16 +106,26 @@ def latest(root: str | os.PathLike[str] | None = None,
 def autosave(results: Any, root: str | os.PathLike[str] | None = None) -> Path:
     """Saves ``results`` as this machine's next numbered run; returns its path.
 
-    The environment recorded in the file gains ``git_commit`` (when run inside
-    a git repository) and ``machine_id``.
+    The environment recorded in the file gains ``machine_id``, ``saved_at`` (ISO 8601
+    UTC) and, inside a git checkout, ``git`` (``git_state()``: commit, branch, dirty,
+    commit time) and ``git_commit`` (the commit, ``+dirty`` when dirty).
+
+    Any number of processes may autosave into one folder at once, on a local disk or
+    NFS: each keeps its run under its own number (``_files.atomic_write_numbered``
+    says how), and no run is written over.
     """
     env = _environment.collect()
-    commit = _git_commit()
-    env.update(git_commit=commit, machine_id=machine_id(env))
+    git = git_state()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    env.update(machine_id=machine_id(env), saved_at=_iso(now))
+    if git is not None:
+        env.update(git=git, git_commit=git["commit"] + ("+dirty" if git["dirty"] else ""))
     folder = root_dir(root) / env["machine_id"]
     folder.mkdir(parents=True, exist_ok=True)
-    existing = runs(root, env["machine_id"])
-    number = int(_RUN.match(existing[-1].name).group(1)) + 1 if existing else 1  # type: ignore[union-attr]
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    short = commit[:12].replace("+", "_") if commit else "nocommit"
-    return save(results, folder / f"{number:04d}_{short}_{stamp}.json", environment=env)
+    text = dumps(results, environment=env)  # errors before anything is claimed
+    first = max([0, *numbers_taken(folder), *(n for n, _ in _numbered(folder))]) + 1
+    short = git["commit"][:12] + ("_dirty" if git["dirty"] else "") if git else "nocommit"
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    _, path = atomic_write_numbered(folder, text, lambda n: f"{n:04d}_{short}_{stamp}.json",
+                                    first)
+    return path

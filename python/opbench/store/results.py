@@ -59,12 +59,13 @@ from opbench.errors import KeyCollisionError, ResultsFileError, ResultsFileWarni
 from opbench.store import sweep_file
 
 __all__ = ["FORMAT", "VERSION", "Results", "ResultsFileError", "check_keys", "dumps", "load",
-           "loads", "merge", "save", "to_result"]
+           "load_valid", "loads", "merge", "save", "to_result"]
 
 FORMAT = "opbench-results"
 VERSION = 2
 
 _OPTIONAL_STR_SPEC_FIELDS = ("label", "sub_label", "description", "env", "name")
+_WORK_FIELDS = ("flops", "bytes")  # declared work per run (opbench.throughput)
 _MEASUREMENT_KEYS = {"number_per_run", "raw_times", "task_spec", "metadata", "overhead",
                      "clock", "info", "statistics", "omitted"}
 _INSTRUCTION_KEYS = {"number_per_run", "counts", "task_spec", "baseline", "info", "per_run"}
@@ -220,7 +221,7 @@ def _measurement_to_dict(m: Measurement) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "number_per_run": m.number_per_run,
         "raw_times": list(m.raw_times),
-        "task_spec": dataclasses.asdict(m.task_spec),
+        "task_spec": m.task_spec.to_dict(),
         "overhead": m.overhead,
         "clock": m.clock,
     }
@@ -234,7 +235,7 @@ def _instructions_to_dict(c: InstructionCounts) -> dict[str, Any]:
         "number_per_run": c.number_per_run,
         "counts": list(c.counts),
         "baseline": c.baseline,
-        "task_spec": dataclasses.asdict(c.task_spec),
+        "task_spec": c.task_spec.to_dict(),
     }
     _with_extras(entry, c, ("info",))
     entry["per_run"] = c.per_run  # for readers other than opbench; recomputed on load
@@ -315,12 +316,14 @@ class _Checker:
                             f"opbench; this one reads up to version {VERSION}: upgrade opbench")
         self.expect(isinstance(doc.get("environment"), dict), "environment",
                     "missing or not an object")
-        for field, check in (("measurements", self.measurement),
-                             ("instructions", self.instructions)):
+        for field, check in self.entry_checks():
             entries = doc.get(field, [] if field == "instructions" else None)
             self.expect(isinstance(entries, list), field, "missing or not a list")
             for i, entry in enumerate(entries):
                 check(entry, f"{field}[{i}]")
+
+    def entry_checks(self) -> tuple[tuple[str, Any], ...]:
+        return (("measurements", self.measurement), ("instructions", self.instructions))
 
     def _entry(self, e: Any, where: str, required: set[str], known: set[str]) -> str:
         """Checks an entry's shape and task_spec; returns ``where`` with the entry's key."""
@@ -375,6 +378,10 @@ class _Checker:
         threads = s.get("num_threads", 1)
         self.expect(is_count(threads) and threads <= _MAX_THREADS, f"{where}.num_threads",
                     f"expected an int from 1 to {_MAX_THREADS}, got {threads!r}")
+        for key in _WORK_FIELDS:
+            v = s.get(key)
+            self.expect(v is None or (is_finite_number(v) and v >= 0), f"{where}.{key}",
+                        f"expected a finite number >= 0 or null, got {v!r}")
         known = {f.name for f in dataclasses.fields(TaskSpec)}
         self.expect(not (s.keys() - known), where, f"unknown keys {sorted(s.keys() - known)}")
 
@@ -416,6 +423,52 @@ def load(path: str | os.PathLike[str]) -> Results:
     if p.is_dir():
         raise ResultsFileError(f"{p}: is a directory, not a results file")
     return loads(p.read_bytes(), source=str(p))
+
+
+def load_valid(path: str | os.PathLike[str]) -> tuple[Results, list[str]]:
+    """What of ``path`` is valid, and a line naming each part that is not: a file whose
+    header is sound but some of whose results are not keeps the others (a history
+    shows what it can). A file that cannot be read or parsed, or whose header is bad,
+    gives no results and one line.
+
+    >>> import tempfile, os
+    >>> bad = os.path.join(tempfile.mkdtemp(), "bad.json")
+    >>> _ = open(bad, "w").write('{"format": "opbench-results"')
+    >>> results, problems = load_valid(bad)
+    >>> len(results), "truncated or corrupt JSON" in problems[0]
+    (0, True)
+    """
+    p = Path(path)
+    try:
+        return load(p), []
+    except (OSError, ResultsFileError) as whole:
+        problem = str(whole) if isinstance(whole, ResultsFileError) else f"{p}: {whole}"
+        try:
+            doc = json.loads(p.read_bytes().decode("utf-8"))
+            checker = _Checker(p)
+            checker.document({**doc, "measurements": [], "instructions": []})
+        except (OSError, ValueError, RecursionError, TypeError, ResultsFileError):
+            return Results(), [problem]
+    kept: dict[str, list[Any]] = {"measurements": [], "instructions": []}
+    problems = []
+    for field, check in checker.entry_checks():
+        entries = doc.get(field) if isinstance(doc.get(field), list) else []
+        for i, entry in enumerate(entries):
+            try:
+                check(entry, f"{field}[{i}]")
+                kept[field].append(entry)
+            except ResultsFileError as e:
+                problems.append(str(e))
+        if not isinstance(doc.get(field, []), list):
+            problems.append(f"{p}: {field}: not a list")
+    results = Results((_measurement_from_dict(e) for e in kept["measurements"]),
+                      environment=doc["environment"], version=doc["version"],
+                      instructions=(_instructions_from_dict(e) for e in kept["instructions"]))
+    try:
+        check_keys(results.all(), str(p))
+    except KeyCollisionError as e:
+        return Results(), [str(e)]
+    return results, problems
 
 
 def loads(data: bytes | str, *, source: str = "<string>") -> Results:

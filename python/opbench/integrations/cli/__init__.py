@@ -26,6 +26,10 @@ COMMANDS = {
     "compare": "opbench.integrations.cli.compare",
     "show": "opbench.integrations.cli.show",
     "compile-overheads": "opbench.integrations.cli.compile_overheads",
+    "history": "opbench.integrations.cli.history",
+    "report": "opbench.integrations.cli.report",
+    "find": "opbench.integrations.cli.find",
+    "peaks": "opbench.integrations.cli.peaks",
 }
 
 

@@ -12,6 +12,9 @@ Instruction counts (timeit --callgrind --save, pytest --opbench-mode
 instructions) are compared exactly. Benchmarks found in one file only are
 listed; a baseline benchmark missing from NEW fails with --fail-on-missing.
 
+--gate-on byte_rate (flop_rate) gates on throughput: time per byte (FLOP) of
+the work the results declared or counted (Timer(flops=..., bytes=...)).
+
 --latest compares NEW with the latest run this machine saved with
 --autosave (.opbench/, see opbench.store.baselines).
 
@@ -48,6 +51,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "does: fail the gate (default), warn, or pass")
     p.add_argument("--fail-on-missing", action="store_true",
                    help="fail when a baseline benchmark is missing from NEW")
+    p.add_argument("--gate-on", choices=("time", "byte_rate", "flop_rate"), default="time",
+                   help="what is gated: time (default), or throughput of the declared or "
+                        "counted work")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
                    help="output: text (default), markdown (a PR comment) or json")
     return p
@@ -93,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = gate.compare(_load(baseline), _load(new), threshold=threshold,
                               confidence=args.confidence, inconclusive=args.inconclusive,
-                              fail_on_missing=args.fail_on_missing)
+                              fail_on_missing=args.fail_on_missing, metric=args.gate_on)
     except NothingToCompareError as e:
         raise UsageError(f"{baseline} vs {new}: {e}") from None
     if args.latest and args.format == "text":

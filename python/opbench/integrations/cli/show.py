@@ -1,4 +1,5 @@
-"""``opbench show FILE... [--trim] [--color auto|always|never] [--verbose]``: results as tables.
+"""``opbench show FILE... [--format text|markdown|csv|html] [--columns LIST] [--trim] [--color ...]
+[--verbose]``: results as tables.
 
 Loads files written by ``opbench.save`` (or ``--opbench-save``, ``opbench
 timeit --save``, ``--autosave``) and prints their results as Compare tables,
@@ -11,7 +12,14 @@ Replicates of a key in one file pool, as the gate pools them. A line per
 file says where it was measured.
 
 Options:
+    --format    text (Compare's tables, the default), markdown (a heading and a pipe table
+                per table, for a PR comment or notebook), csv (one line per cell, medians
+                and IQRs in seconds: ``opbench.analysis.export``) or html (escaped ``<table>``s).
+                The exports print the tables only, no environment lines; csv's header
+                appears once, for times and instruction counts alike.
     --trim      show each value only to the significant figures its spread supports.
+    --columns   what each cell shows, comma-separated: time (default), GB/s, TFLOP/s,
+                "% of peak" (from the work the results declared or counted).
     --color     colour each value against the best of its column: auto (on a terminal,
                 unless NO_COLOR is set; the default), always or never.
     --verbose   also the full environment and each Measurement's statistics
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from opbench.integrations.cli import UsageError, add_color_option, command_parser, use_color
@@ -36,6 +45,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("files", nargs="+", metavar="FILE", help="results files (opbench.save)")
     p.add_argument("--trim", action="store_true",
                    help="trim values to the significant figures their spread supports")
+    p.add_argument("--format", choices=("text", "markdown", "csv", "html"), default="text",
+                   help="text tables (default), or an export: markdown, csv or html")
+    p.add_argument("--columns", default="time", metavar="LIST",
+                   help="comma-separated metrics per cell: time (default), GB/s, TFLOP/s, "
+                        "'%% of peak'")
     add_color_option(p)
     p.add_argument("-v", "--verbose", action="store_true",
                    help="also print the environment and every Measurement's statistics")
@@ -66,14 +80,16 @@ def _keyed(result: Any, title: str, column: str) -> Any:
     from opbench.core.measurement import TaskSpec
 
     key = identity.key(result)
+    spec = result.task_spec
     return dataclasses.replace(result, task_spec=TaskSpec(
-        stmt=key, setup="pass", label=title, sub_label=key, description=column))
+        stmt=key, setup="pass", label=title, sub_label=key, description=column,
+        flops=spec.flops, bytes=spec.bytes))  # declared work: for the throughput columns
 
 
 def _print_table(results: list[Any], args: argparse.Namespace) -> None:
     from opbench.analysis.compare import Compare
 
-    table = Compare(results)
+    table = Compare(results, columns=args.columns)
     if args.trim:
         table.trim_significant_figures()
     if use_color(args.color):
@@ -82,12 +98,48 @@ def _print_table(results: list[Any], args: argparse.Namespace) -> None:
     print(table)
 
 
+def _export(groups: list[list[Any]], args: argparse.Namespace) -> str:
+    from opbench.analysis import export
+    from opbench.analysis.compare import Compare
+
+    parts: list[str] = []
+    for group in groups:
+        table = Compare(group)
+        if args.trim:
+            table.trim_significant_figures()
+        text = {"markdown": export.to_markdown, "csv": export.to_csv,
+                "html": export.to_html}[args.format](table)
+        if args.format == "csv" and parts:  # one header for the whole file
+            text = text.split("\n", 1)[1]
+        parts.append(text)
+    return ("" if args.format == "csv" else "\n").join(parts)
+
+
 def _instructions(results: Any) -> list[Any]:
     return list(results.instructions)
 
 
+def _groups(loaded: list[tuple[str, Any]]) -> list[list[Any]]:
+    """The tables' contents: times, then instruction counts, keyed by benchmark and file."""
+    groups = []
+    for title, kind in (("times", list), ("instructions per run", _instructions)):
+        group = [_keyed(r, title, path) for path, results in loaded for r in kind(results)]
+        if group:
+            groups.append(group)
+    return groups
+
+
 def run(args: argparse.Namespace) -> int:
+    from opbench.analysis.columns import check
+
+    check(args.columns)  # a bad --columns fails before any file is read
     loaded = [(path, _load(path)) for path in args.files]  # all or nothing: check every file
+    if args.format != "text":
+        if args.verbose:
+            raise UsageError("--verbose prints the text tables' statistics: use it with "
+                             "--format text")
+        sys.stdout.write(_export(_groups(loaded), args))
+        return 0
     for path, results in loaded:
         print(f"{path}: {len(results)} measurement(s)"
               + (f", {len(results.instructions)} instruction count(s)"
@@ -95,13 +147,10 @@ def run(args: argparse.Namespace) -> int:
         print(_environment_line(results.environment))
         if args.verbose:
             print("environment: " + json.dumps(results.environment, sort_keys=True))
-    measurements = [m for _, results in loaded for m in results]
-    for title, kind in (("times", list), ("instructions per run", _instructions)):
-        group = [_keyed(r, title, path) for path, results in loaded for r in kind(results)]
-        if group:
-            _print_table(group, args)
+    for group in _groups(loaded):
+        _print_table(group, args)
     if args.verbose:
-        for m in measurements:
+        for m in (m for _, results in loaded for m in results):
             print()
             print(m.describe())
     return 0

@@ -11,6 +11,11 @@ Measurement (``--verbose``: with std, median CI and outliers); ``--save``
 writes it to a results file, ``--autosave`` as this machine's next numbered
 run under .opbench/ (compare with ``opbench compare --latest``).
 
+``--flops`` / ``--bytes`` give the work of one run (a number, or ``count``
+to count it from the torch ops the statement runs): the result then says
+its GB/s and TFLOP/s, and whether it is memory- or compute-bound against
+this machine's measured peaks (``opbench peaks``).
+
 ``--callgrind`` counts instructions instead of timing (valgrind, Linux):
 ``-n`` runs under callgrind (default 100), ``-r`` repeats; with ``--save`` the
 counts go to the results file for an exact instruction-count gate.
@@ -20,6 +25,7 @@ Examples:
     opbench timeit --name sort --save new.json "sorted(xs)" -s "xs = list(range(1000))"
     opbench timeit --converge 1% --verbose "sum(range(100))"
     opbench timeit --callgrind -n 1000 --save counts.json "x = 1 + 1"
+    opbench timeit --bytes count --flops count -s "x = torch.rand(1 << 24)" "x + x"
 
 Exit status: 0 on success, 1 when the statement raises or callgrind fails,
 2 for bad input (a statement that does not parse or needs what is missing,
@@ -71,6 +77,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "('1%%' or '0.01')")
     p.add_argument("--callgrind", action="store_true",
                    help="count instructions under callgrind (needs valgrind) instead of timing")
+    p.add_argument("--flops", default=None, metavar="N|count",
+                   help="FLOPs of one run, or 'count' to count them from the torch ops it "
+                        "runs; prints FLOP/s and where it sits under this machine's peaks")
+    p.add_argument("--bytes", default=None, metavar="N|count",
+                   help="bytes one run reads and writes, or 'count'; prints GB/s")
     p.add_argument("--label", default=None, help="label of the result (default: the statement)")
     p.add_argument("--name", default=None,
                    help="the benchmark's name, which a regression gate matches files on "
@@ -98,6 +109,8 @@ def _check_args(args: argparse.Namespace) -> float | None:
         raise UsageError("--converge chooses the block size and count itself: drop -n/-r")
     if args.callgrind and target is not None:
         raise UsageError("--callgrind counts instructions: it takes no --converge")
+    for option in ("flops", "bytes"):
+        setattr(args, option, _work(getattr(args, option), f"--{option}"))
     if args.save is not None:
         from opbench._files import check_writable
 
@@ -108,13 +121,27 @@ def _check_args(args: argparse.Namespace) -> float | None:
     return target
 
 
+def _work(text: str | None, option: str) -> float | str | None:
+    """``--flops`` / ``--bytes``: a number >= 0, or ``count``."""
+    if text is None or text == "count":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise UsageError(f"{option} must be a number >= 0 or 'count', got {text!r}")
+    return int(value) if value.is_integer() else value
+
+
 def _make_timer(args: argparse.Namespace) -> Timer:
     from opbench.timer import Timer
 
     stmt = "\n".join(args.stmt) or "pass"
     setup = "\n".join(args.setup) or "pass"
     try:
-        return Timer(stmt, setup, num_threads=args.threads, label=args.label, name=args.name)
+        return Timer(stmt, setup, num_threads=args.threads, label=args.label, name=args.name,
+                     flops=args.flops, bytes=args.bytes)
     except SyntaxError as e:
         # The filename is "<stmt>" or "<setup>": say which argument is wrong, and where.
         where = (e.filename or "code").strip("<>")
@@ -210,4 +237,10 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     print(_without_object_line(m.describe() if args.verbose else repr(m)))
+    if not args.verbose:
+        from opbench.core import throughput
+
+        work = throughput.describe(m)
+        if work:
+            print(work)
     return _save(args, m)

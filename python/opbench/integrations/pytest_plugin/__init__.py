@@ -21,7 +21,8 @@ most ``--opbench-max-time``. At the end of the session a table per group
 Options (the gate):
     --opbench-save PATH         write the session's results to PATH; a file already there
                                 keeps the benchmarks this run did not measure (-k, failures,
-                                Ctrl-C), so a partial run never loses the rest.
+                                Ctrl-C), so a partial run never loses the rest. Default:
+                                $OPBENCH_RESULTS_FILE when set (runs made by opbench ab).
     --opbench-autosave          save them as this machine's next run under .opbench/.
     --opbench-compare [PATH]    compare with a results file (default: this machine's latest
                                 autosaved run), before anything is saved.
@@ -30,6 +31,8 @@ Options (the gate):
     --opbench-inconclusive P    fail (default), warn or pass an undecided benchmark whose
                                 medians moved beyond the threshold.
     --opbench-fail-on-missing   fail when a baseline benchmark did not run.
+    --opbench-gate-on METRIC    time (default), byte_rate or flop_rate: gate on throughput
+                                (time per unit of the work declared or counted: flops=/bytes=).
     --opbench-mode MODE         time (default) or instructions: run the session under
                                 callgrind and count each benchmark's instructions per run
                                 (no sampling noise: gates a 1% change on a noisy machine).

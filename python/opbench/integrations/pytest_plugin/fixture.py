@@ -65,7 +65,9 @@ class BenchmarkFixture:
             instruction_number, instruction_repeats: in instruction mode, calls per
                 counted loop and loops counted (default: the session's
                 ``--opbench-instruction-number`` / ``--opbench-instruction-repeats``).
-            timer_kwargs: more ``opbench.Timer`` arguments (``num_threads``, ``env``, ...).
+            timer_kwargs: more ``opbench.Timer`` arguments (``num_threads``, ``env``,
+                ``flops=`` / ``bytes=`` for throughput: a number, a callable of the
+                inputs, or ``"count"``; ...).
 
         Returns:
             The Measurement (under ``--opbench-disable``: of a single call); in

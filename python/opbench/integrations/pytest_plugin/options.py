@@ -32,6 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "(default), warn or pass.")
     add("--opbench-fail-on-missing", action="store_true", default=False,
         help="fail when a benchmark of the baseline did not run.")
+    add("--opbench-gate-on", choices=("time", "byte_rate", "flop_rate"), default="time",
+        help="what the gate compares: time (default), or throughput of the declared or "
+             "counted work (flops=/bytes=).")
     add("--opbench-mode", choices=("time", "instructions"), default="time",
         help="time (default), or count instructions under callgrind (needs valgrind).")
     add("--opbench-instruction-number", type=int, default=_INSTRUCTION_NUMBER, metavar="N",

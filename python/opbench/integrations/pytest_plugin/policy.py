@@ -30,7 +30,8 @@ def confirmed(state: _Session, result: Any, measure: Callable[[], Any]) -> Any:
     baseline = [r for r in state.baseline.all() if identity.key(r) == key]
     confirmations = 0
     while baseline and confirmations < _CONFIRMATIONS:
-        row = gate.compare(baseline, [result], threshold=state.threshold).rows
+        row = gate.compare(baseline, [result], threshold=state.threshold,
+                           metric=state.gate_on).rows
         if not row or row[0].status not in ("regression", "possible regression"):
             break
         confirmations += 1

@@ -31,7 +31,8 @@ def _gate(state: _Session) -> None:
     try:
         state.report = gate.compare(state.baseline, state.results, threshold=state.threshold,
                                     inconclusive=state.inconclusive,
-                                    fail_on_missing=state.fail_on_missing)
+                                    fail_on_missing=state.fail_on_missing,
+                                    metric=state.gate_on)
     except NothingToCompareError as e:
         state.gate_error = str(e)
 

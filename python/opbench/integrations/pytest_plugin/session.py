@@ -11,6 +11,9 @@ import pytest
 from opbench.integrations.pytest_plugin.options import _LATEST
 from opbench.integrations.pytest_plugin.xdist import _LOCK_KEY, _file_lock
 
+# Where a run made by opbench.gate.revision saves its results (= revision.RESULTS_ENV).
+_RESULTS_ENV = "OPBENCH_RESULTS_FILE"
+
 if TYPE_CHECKING:
     from opbench.gate import Report
 
@@ -20,12 +23,14 @@ class _Session:
 
     def __init__(self, config: pytest.Config) -> None:
         opt = config.getoption
-        self.save_path: str | None = opt("opbench_save")
+        # opbench.gate.revision runs set $OPBENCH_RESULTS_FILE: where to save the session.
+        self.save_path: str | None = opt("opbench_save") or os.environ.get(_RESULTS_ENV) or None
         self.autosave: bool = opt("opbench_autosave")
         self.baseline_path: str | None = opt("opbench_compare")
         self.fail_above: str | None = opt("opbench_fail_above")
         self.inconclusive: str = opt("opbench_inconclusive")
         self.fail_on_missing: bool = opt("opbench_fail_on_missing")
+        self.gate_on: str = opt("opbench_gate_on")
         self.mode: str = opt("opbench_mode")
         self.disabled: bool = opt("opbench_disable")
         self.min_time: float = opt("opbench_min_time")

@@ -1,0 +1,190 @@
+"""The report: a static HTML site of every machine's history (``opbench report -o DIR``).
+
+``write(out_dir)`` writes ``index.html`` (each benchmark with its latest value,
+a sparkline and its latest change beyond the noise, per machine side by side)
+and one page per benchmark under ``bench/`` (its history per machine, side by
+side: a point per run with the median's interval, commits along the axis, the
+fitted levels, steps drawn at the first commit after them, drifts shaded;
+instruction counts and times on charts of their own). Hovering over a chart
+shows the nearest run's commit, branch, subject, value and environment.
+
+Nothing is fetched: the data is JSON inside each page, drawn by
+``opbench-chart-1.0.0.js`` (hand-written SVG drawing, written beside the pages),
+so the site opens from the file system, offline, and can be published as it is.
+
+Example:
+    >>> import tempfile
+    >>> from opbench import Measurement, TaskSpec
+    >>> from opbench.store import baselines
+    >>> root, out = tempfile.mkdtemp(), tempfile.mkdtemp()
+    >>> _ = baselines.autosave([Measurement(1, [1e-6], TaskSpec("f()", "pass", name="f"))],
+    ...                        root=root)
+    >>> sorted(p.name for p in write(out, root=root).iterdir())
+    ['bench', 'index.html', 'opbench-chart-1.0.0.js']
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from opbench._files import atomic_write_text
+from opbench.core.measurement import select_unit
+from opbench.store import history as _history
+
+__all__ = ["CHART_SCRIPT", "write"]
+
+CHART_SCRIPT = "opbench-chart-1.0.0.js"
+# The environment facts a tooltip shows, in this order.
+_ENV_KEYS = ("hostname", "python", "torch", "cpu_model")
+
+_STYLE = """
+body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; } td, th { padding: 4px 10px; border-bottom: 1px solid #ddd; }
+th { text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.machines { display: flex; flex-wrap: wrap; gap: 24px; }
+.machine { flex: 1 1 360px; min-width: 0; max-width: 900px; }
+.chart { position: relative; } .chart-svg { background: #fff; display: block; }
+.grid { stroke: #eee; } .axes text { font-size: 11px; fill: #555; }
+.fit { fill: none; stroke: #e08020; stroke-width: 2; }
+.interval { stroke: #7aa6d6; stroke-width: 2; } .point { fill: #1f5fa8; }
+.step { stroke: #c00; stroke-width: 2; stroke-dasharray: 5 3; }
+.drift { fill: #c00; opacity: 0.08; }
+.tooltip { position: absolute; background: #fffbe6; border: 1px solid #cc9; padding: 4px 8px;
+           font-size: 12px; pointer-events: none; white-space: nowrap; }
+.up { color: #b00; } .down { color: #070; } .problems { color: #b00; }
+"""
+
+
+def _slug(key: str) -> str:
+    """A file name for a benchmark key: readable, and unique by a short hash."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key).strip("_")[:60] or "benchmark"
+    return f"{readable}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+def _env_line(env: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={env[k]}" for k in _ENV_KEYS if env.get(k) is not None)
+
+
+def _series_json(series: _history.Series, detection: Any, title: str) -> dict[str, Any]:
+    groups = series.by_commit()
+    if series.kind == _history.INSTRUCTIONS:
+        unit, scale = "instructions", 1.0
+    else:
+        unit, scale = select_unit(_history._median([p.value for p in series.points]))
+    commits, points = [], []
+    for i, (commit, pts) in enumerate(groups):
+        git = pts[0].run.git
+        commits.append({"commit": commit, "branch": git.get("branch"), "dirty": git.get("dirty"),
+                        "subject": git.get("subject"),
+                        "time": git.get("commit_time") or pts[0].run.saved_at})
+        points += [{"x": i, "run": p.run.number, "value": p.value, "low": p.low, "high": p.high,
+                    "commit": commit, "env": _env_line(p.run.environment)} for p in pts]
+    noted = [c for c in detection.changes if c.exceeds_noise]
+    return {
+        "title": title, "unit": unit if unit == "instructions" else f"{unit} per run",
+        "scale": scale, "commits": commits, "points": points, "fit": detection.fit,
+        "segments": detection.segments,
+        "steps": [{"start": c.start, "end": c.end, "size": c.size} for c in noted
+                  if c.kind == "step"],
+        "drifts": [{"start": c.start, "end": c.end, "size": c.size} for c in noted
+                   if c.kind == "drift"],
+    }
+
+
+def _page(title: str, body: str, data: dict[str, Any] | None, script: str) -> str:
+    embedded = ""
+    if data is not None:
+        text = json.dumps(data, allow_nan=False).replace("</", "<\\/")
+        embedded = (f'<script type="application/json" id="opbench-data">{text}</script>\n'
+                    f'<script src="{script}"></script>\n')
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>{_STYLE}</style>\n{embedded}</head>\n"
+            f"<body>\n{body}\n</body></html>\n")
+
+
+def _sparkline(values: list[float]) -> str:
+    if len(values) < 2:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    pts = " ".join(f"{i * 100 / (len(values) - 1):.1f},{18 - (v - lo) * 16 / span:.1f}"
+                   for i, v in enumerate(values))
+    return (f'<svg class="sparkline" width="100" height="20" viewBox="0 0 100 20">'
+            f'<polyline points="{pts}" fill="none" stroke="#1f5fa8" stroke-width="1.5"/></svg>')
+
+
+def _change_text(series: _history.Series, change: Any) -> str:
+    css = "up" if change.size > 0 else "down"
+    return (f'<span class="{css}">{html.escape(_history.describe_change(change))} at '
+            f'{html.escape(_history.commit_range(series, change))}</span>')
+
+
+def write(out_dir: str | os.PathLike[str], root: str | os.PathLike[str] | None = None,
+          machines: list[str] | None = None, **detect_options: Any) -> Path:
+    """Writes the site for ``machines`` (default: every machine under ``root``) into
+    ``out_dir`` (created if missing); returns ``out_dir``.
+
+    Raises:
+        ValueError: no history found under ``root``.
+    """
+    out = Path(out_dir)
+    names = machines or _history.machines(root)
+    histories = [_history.load(root, m) for m in names]
+    if not any(h.runs for h in histories):
+        raise ValueError(f"no saved runs under {root or 'the baselines folder'}: autosave some "
+                         "first (--autosave, --opbench-autosave)")
+    (out / "bench").mkdir(parents=True, exist_ok=True)
+    script = resources.files("opbench.analysis").joinpath("report_assets", "chart.js").read_text("utf-8")
+    atomic_write_text(out / CHART_SCRIPT, script)
+    found = {h.machine: dict(((s.key, s.kind), (s, d)) for s, d in
+                             _history.changes(h, **detect_options)) for h in histories}
+    keys = sorted({key for h in histories for key, _ in h.benchmarks()})
+    rows = []
+    for key in keys:
+        slug = _slug(key)
+        data: dict[str, Any] = {"series": {}}
+        columns: list[str] = []
+        cells: list[tuple[str, str, str, str]] = []
+        for h in histories:
+            charts = []
+            for kind in (_history.TIME, _history.INSTRUCTIONS):
+                if (key, kind) not in found[h.machine]:
+                    continue
+                series, detection = found[h.machine][(key, kind)]
+                sid = f"{h.machine}|{kind}"
+                data["series"][sid] = _series_json(series, detection, f"{key} ({kind})")
+                charts.append(f'<h3>{kind}</h3><div class="chart" data-series="{html.escape(sid)}">'
+                              f'</div>')
+                if kind == _history.TIME or not cells or cells[-1][0] != h.machine:
+                    latest = [c for c in detection.changes if c.exceeds_noise][-1:]
+                    cells.append((h.machine, _history.format_value(series.points[-1].value, kind),
+                                  _sparkline([p.value for p in series.points]),
+                                  _change_text(series, latest[0]) if latest else ""))
+            if charts:
+                columns.append(f'<div class="machine"><h2>{html.escape(h.machine)}</h2>'
+                               f'{"".join(charts)}</div>')
+        body = (f'<p><a href="../index.html">all benchmarks</a></p><h1>{html.escape(key)}</h1>'
+                f'<div class="machines">{"".join(columns)}</div>')
+        atomic_write_text(out / "bench" / f"{slug}.html",
+                          _page(key, body, data, f"../{CHART_SCRIPT}"))
+        by_machine = {c[0]: c for c in cells}
+        rows.append(f'<tr><td><a href="bench/{slug}.html">{html.escape(key)}</a></td>' + "".join(
+            f'<td class="num">{by_machine[m][1]}</td><td>{by_machine[m][2]}</td>'
+            f'<td>{by_machine[m][3]}</td>' if m in by_machine else "<td></td><td></td><td></td>"
+            for m in names) + "</tr>")
+    head = "".join(f'<th colspan="3">{html.escape(m)}</th>' for m in names)
+    sub = "<th>latest</th><th>trend</th><th>latest change</th>" * len(names)
+    problems = [p for h in histories for p in h.problems]
+    notes = ('<div class="problems"><p>Skipped (damaged):</p><ul>'
+             + "".join(f"<li>{html.escape(p)}</li>" for p in problems) + "</ul></div>"
+             if problems else "")
+    body = (f"<h1>opbench history</h1>{notes}<table><tr><th rowspan=\"2\">benchmark</th>{head}"
+            f"</tr><tr>{sub}</tr>{''.join(rows)}</table>")
+    atomic_write_text(out / "index.html", _page("opbench history", body, None, CHART_SCRIPT))
+    return out

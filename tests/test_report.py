@@ -1,0 +1,217 @@
+"""The report: a static site checked in headless Chromium (DOM after scripts, console, hover).
+
+Run as a script (``python tests/test_report.py OUT.png``) it writes the README's
+screenshot from the same history.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import chromium
+import history_repo
+from opbench.analysis import report
+
+# .ci/run installs Chromium and sets this: there a missing browser fails, not skips.
+REQUIRED = bool(os.environ.get("OPBENCH_REQUIRE_CHROMIUM"))
+needs_chromium = pytest.mark.skipif(not chromium.available() and not REQUIRED,
+                                    reason="headless Chromium not installed (apt-get install "
+                                           "chromium; .ci/run does)")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> tuple[Path, list[str]]:
+    base = tmp_path_factory.mktemp("report")
+    commits = history_repo.build(base / "repo", base / "store")
+    return report.write(base / "site", root=base / "store"), commits
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium.Browser() as b:
+        yield b
+
+
+def page_of(site: Path, key: str) -> Path:
+    index = (site / "index.html").read_text()
+    return site / re.search(rf'href="(bench/[^"]+)">{key}<', index).group(1)
+
+
+def centre(browser: chromium.Browser, selector: str, index: int = 0) -> tuple[float, float]:
+    return tuple(browser.evaluate(  # type: ignore[return-value]
+        f"(() => {{ const r = document.querySelectorAll({selector!r})[{index}]"
+        ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"))
+
+
+def test_the_site_is_self_contained(site):
+    out, _ = site
+    names = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert len(names) == 6 and names[-2:] == ["index.html", report.CHART_SCRIPT]
+    assert all(n.startswith("bench/") and n.endswith(".html") for n in names[:4])
+    for page in out.rglob("*.html"):
+        text = page.read_text()
+        assert "http://" not in text and "https://" not in text  # nothing fetched
+        assert 'src="http' not in text and "<link" not in text
+    script = (out / report.CHART_SCRIPT).read_text()
+    assert script.startswith("/* opbench-chart 1.0.0") and "fetch(" not in script
+
+
+@needs_chromium
+def test_console_errors_are_caught(browser, tmp_path):
+    """The check the report passes can fail: a page that throws is reported."""
+    page = tmp_path / "bad.html"
+    page.write_text("<html><body><script>console.error('bad'); undefined_name();</script>"
+                    "</body></html>")
+    browser.open(page)
+    errors = browser.errors()
+    assert len(errors) == 2 and "bad" in errors[0] and "undefined_name" in errors[1]
+
+
+@needs_chromium
+def test_index_lists_each_benchmark_with_its_latest_change(site, browser):
+    out, commits = site
+    browser.open(out / "index.html")
+    assert browser.errors() == []
+    rows = browser.evaluate("[...document.querySelectorAll('table tr')].slice(2)"
+                            ".map(r => r.innerText)")
+    assert [r.split("\t")[0] for r in rows] == ["creep", "flat_a", "flat_b", "jump"]
+    assert browser.evaluate("document.querySelectorAll('svg.sparkline').length") == 4
+    jump = rows[3]
+    assert "step +15." in jump and f"{commits[11][:10]}..{commits[12][:10]}" in jump
+    assert "drift" in rows[0] and rows[1].split("\t")[-1].strip() == ""
+
+
+@needs_chromium
+@pytest.mark.parametrize("key", ["creep", "flat_a", "flat_b", "jump"])
+def test_each_benchmark_page_draws_one_chart_without_console_errors(site, browser, key):
+    out, commits = site
+    browser.open(page_of(out, key))
+    assert browser.errors() == []
+    assert browser.evaluate("document.body.dataset.chartsDrawn") == "1"
+    assert browser.evaluate("document.querySelectorAll('svg.chart-svg').length") == 1
+    assert browser.evaluate("document.querySelectorAll('circle.point').length") == 30
+    steps = browser.evaluate("[...document.querySelectorAll('.step')].map(e => e.dataset.commit)")
+    drifts = browser.evaluate("[...document.querySelectorAll('.drift')]"
+                              ".map(e => e.dataset.commit)")
+    if key == "jump":
+        assert (steps, drifts) == ([commits[history_repo.STEP_AT]], [])
+    elif key == "creep":
+        d = history_repo.DRIFT_FROM
+        assert steps == [] and len(drifts) == 1 and drifts[0] in commits[d - 1:d + 1]
+    else:
+        assert (steps, drifts) == ([], [])
+
+
+@needs_chromium
+def test_the_step_is_drawn_at_its_commit_and_hover_shows_the_commit(site, browser, tmp_path):
+    out, commits = site
+    browser.open(page_of(out, "jump"))
+    at = history_repo.STEP_AT
+    step_x, _ = centre(browser, ".step")
+    before_x, _ = centre(browser, "circle.point", at - 1)
+    after_x, after_y = centre(browser, "circle.point", at)
+    assert before_x < step_x < after_x
+    assert browser.evaluate("document.querySelector('.tooltip').hidden") is True
+    browser.hover(after_x, after_y)
+    tip = browser.evaluate("document.querySelector('.tooltip').innerText")
+    assert browser.evaluate("document.querySelector('.tooltip').hidden") is False
+    assert commits[at] in tip and f"change {at}" in tip and "on main" in tip
+    assert "us per run" in tip and "python=" in tip
+    browser.hover(*centre(browser, "circle.point", 3))
+    assert commits[3] in browser.evaluate("document.querySelector('.tooltip').innerText")
+    assert browser.errors() == []
+    shot = tmp_path / "jump.png"
+    browser.screenshot(shot)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size < 200_000
+
+
+def test_report_command_writes_the_site_or_says_there_is_no_history(site, tmp_path):
+    store = site[0].parent / "store"
+    r = subprocess.run([sys.executable, "-m", "opbench", "report", "--root", str(store),
+                        "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "index.html").is_file()
+    assert len(list((tmp_path / "out" / "bench").iterdir())) == 4
+    r = subprocess.run([sys.executable, "-m", "opbench", "report", "--root", str(tmp_path / "no"),
+                        "-o", str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "no saved runs" in r.stderr
+
+
+def test_damaged_runs_are_named_on_the_index(site, tmp_path):
+    import shutil
+
+    from opbench.store import baselines
+
+    store = tmp_path / "store"
+    shutil.copytree(site[0].parent / "store", store)
+    baselines.runs(store)[0].write_text("{")
+    out = report.write(tmp_path / "site", root=store)
+    index = (out / "index.html").read_text()
+    assert "Skipped (damaged)" in index and "0001_" in index
+
+
+def _readme_screenshot(path: Path) -> None:
+    import tempfile
+
+    base = Path(tempfile.mkdtemp())
+    commits = history_repo.build(base / "repo", base / "store")
+    out = report.write(base / "site", root=base / "store")
+    with chromium.Browser(width=820, height=470) as b:
+        b.open(page_of(out, "jump"))
+        b.hover(*centre(b, "circle.point", history_repo.STEP_AT + 1))
+        assert commits[history_repo.STEP_AT + 1] in b.evaluate(
+            "document.querySelector('.tooltip').innerText")
+        b.screenshot(path)
+
+
+if __name__ == "__main__":
+    _readme_screenshot(Path(sys.argv[1]))
+
+
+def _two_machine_store(root: Path) -> None:
+    """Two machines, each with six commits of one benchmark timed and counted."""
+    from opbench.core.instructions import InstructionCounts
+    from opbench.core.measurement import Measurement, TaskSpec
+    from opbench.store.results import save
+
+    spec = TaskSpec("f()", "pass", name="f")
+    for machine, scale in (("box-a", 1.0), ("box-b", 2.0)):
+        (root / machine).mkdir(parents=True)
+        for i in range(6):
+            env = {"git": {"commit": f"{i:040x}", "branch": "main", "dirty": False,
+                           "commit_time": f"2026-01-0{i + 1}T00:00:00Z", "position": i + 1,
+                           "subject": f"commit {i}"}, "hostname": machine}
+            # A time run and an instruction-count run (pytest --opbench-mode) per commit.
+            save([Measurement(1, [scale * 1e-6 * (1 + 0.001 * k) for k in range(7)], spec)],
+                 root / machine / f"{2 * i + 1:04d}_x.json", environment=env)
+            save([InstructionCounts(100, (100_000 + 50 * i,), spec)],
+                 root / machine / f"{2 * i + 2:04d}_x.json", environment=env)
+
+
+@needs_chromium
+def test_machines_side_by_side_times_and_counts_on_their_own_charts(tmp_path, browser):
+    _two_machine_store(tmp_path / "store")
+    out = report.write(tmp_path / "site", root=tmp_path / "store")
+    browser.open(out / "index.html")
+    assert browser.errors() == []
+    assert browser.evaluate("[...document.querySelectorAll('th[colspan]')].map(e => e.innerText)"
+                            ) == ["box-a", "box-b"]
+    browser.open(page_of(out, "f"))
+    assert browser.errors() == []
+    machines = browser.evaluate("[...document.querySelectorAll('.machine')].map(m => "
+                                "[m.querySelector('h2').innerText, "
+                                "[...m.querySelectorAll('h3')].map(h => h.innerText), "
+                                "m.querySelectorAll('svg.chart-svg').length])")
+    assert machines == [["box-a", ["time", "instructions"], 2],
+                        ["box-b", ["time", "instructions"], 2]]
+    tops = browser.evaluate("[...document.querySelectorAll('.machine')].map(m => "
+                            "m.getBoundingClientRect().top)")
+    assert tops[0] == tops[1]  # side by side, not stacked
+    units = browser.evaluate("[...document.querySelectorAll('svg.chart-svg')].map(s => "
+                             "s.querySelector('.axes > text[transform]').textContent)")
+    assert units == ["us per run", "instructions"] * 2
