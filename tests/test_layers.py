@@ -36,7 +36,8 @@ FLOORS = {
         "opbench.callgrind", "opbench.executors"],
     4: ["opbench.table", "opbench.compare", "opbench.export", "opbench.plot", "opbench.gate",
         "opbench.baselines",
-        "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile", "opbench.sweep"],
+        "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile", "opbench.sweep",
+        "opbench.revision"],
     5: ["opbench.cli", "opbench.pytest_plugin", "opbench.__main__", "opbench"],
 }
 

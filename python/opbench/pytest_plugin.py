@@ -21,7 +21,8 @@ most ``--opbench-max-time``. At the end of the session a table per group
 Options (the gate):
     --opbench-save PATH         write the session's results to PATH; a file already there
                                 keeps the benchmarks this run did not measure (-k, failures,
-                                Ctrl-C), so a partial run never loses the rest.
+                                Ctrl-C), so a partial run never loses the rest. Default:
+                                $OPBENCH_RESULTS_FILE when set (runs made by opbench ab).
     --opbench-autosave          save them as this machine's next run under .opbench/.
     --opbench-compare [PATH]    compare with a results file (default: this machine's latest
                                 autosaved run), before anything is saved.
@@ -78,6 +79,8 @@ _INSTRUCTION_NUMBER = 100
 # Re-measurements of a benchmark that looks like a regression, before the gate decides.
 _CONFIRMATIONS = 2
 _INSTRUCTION_REPEATS = 3
+# Where a run made by opbench.revision saves its results (= opbench.revision.RESULTS_ENV).
+_RESULTS_ENV = "OPBENCH_RESULTS_FILE"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -128,7 +131,8 @@ class _Session:
 
     def __init__(self, config: pytest.Config) -> None:
         opt = config.getoption
-        self.save_path: str | None = opt("opbench_save")
+        # opbench.revision runs set $OPBENCH_RESULTS_FILE: where to save the session.
+        self.save_path: str | None = opt("opbench_save") or os.environ.get(_RESULTS_ENV) or None
         self.autosave: bool = opt("opbench_autosave")
         self.baseline_path: str | None = opt("opbench_compare")
         self.fail_above: str | None = opt("opbench_fail_above")

@@ -1,0 +1,243 @@
+"""opbench.revision: a command run at a git revision, on a real repository made here."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTEST_PLUGIN_ARGS
+from opbench import revision
+from opbench.errors import Error
+from opbench.revision import RESULTS_ENV, RevisionError
+
+# Saves one result whose time is mylib.COST: what each side of an A/B saves.
+SCRIPT = textwrap.dedent(f"""
+    import os, mylib
+    from opbench import Measurement, TaskSpec
+    from opbench.results import save
+    m = Measurement(1, [mylib.COST] * 3, TaskSpec("f()", "pass", name="f"))
+    save([m], os.environ[{RESULTS_ENV!r}])
+""")
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                           *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """Two commits: mylib.COST 1e-3, then 2e-3; a script that saves it."""
+    root = tmp_path / "proj"
+    (root / "src" / "mylib").mkdir(parents=True)
+    git(root, "init", "-q")
+    (root / ".gitignore").write_text("*.so\n")
+    (root / "src" / "mylib" / "__init__.py").write_text("COST = 1e-3\n")
+    (root / "bench.py").write_text(SCRIPT)
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "fast")
+    (root / "src" / "mylib" / "__init__.py").write_text("COST = 2e-3\n")
+    git(root, "commit", "-qam", "slow")
+    return root
+
+
+def worktrees(repo: Path) -> list[str]:
+    return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")]
+
+
+def cost(run: revision.Run) -> float:
+    from opbench.results import load
+
+    assert run.ok, run.problem
+    assert run.results is not None
+    return float(load(run.results)[0].median)
+
+
+def test_resolve_and_bad_revisions(repo: Path, tmp_path: Path) -> None:
+    assert revision.resolve("HEAD~1", repo) == git(repo, "rev-parse", "HEAD~1")
+    with pytest.raises(RevisionError, match="names no commit"):
+        revision.resolve("no-such-branch", repo)
+    with pytest.raises(RevisionError, match="not inside a git repository"):
+        revision.resolve("HEAD", tmp_path)
+    assert issubclass(RevisionError, Error)
+
+
+def test_each_revision_imports_its_own_code(repo: Path) -> None:
+    old = revision.run_at("HEAD~1", [sys.executable, "bench.py"], repo=repo)
+    new = revision.run_at("HEAD", [sys.executable, "bench.py"], repo=repo)
+    assert (cost(old), cost(new)) == (1e-3, 2e-3)
+    assert old.commit == git(repo, "rev-parse", "HEAD~1")
+    assert worktrees(repo) == [f"worktree {repo}"]  # both removed
+
+
+def test_working_tree_includes_uncommitted_edits(repo: Path) -> None:
+    (repo / "src" / "mylib" / "__init__.py").write_text("COST = 3e-3\n")
+    with revision.working_tree(repo) as here:
+        assert here.commit == git(repo, "rev-parse", "HEAD") + "+dirty"
+        assert here.path == repo
+        assert cost(here.run([sys.executable, "bench.py"])) == 3e-3
+    assert (repo / "bench.py").exists()  # closing the working tree removes nothing
+
+
+def test_a_failed_run_is_a_run_not_an_exception(repo: Path, tmp_path: Path) -> None:
+    with revision.checkout("HEAD", repo) as c:
+        failed = c.run([sys.executable, "-c", "print('boom'); raise SystemExit(3)"])
+        silent = c.run([sys.executable, "-c", "pass"])
+    assert (failed.returncode, failed.ok, failed.results) == (3, False, None)
+    assert "exited with status 3" in failed.problem and "boom" in failed.problem
+    assert silent.returncode == 0 and not silent.ok and "saved no results" in silent.problem
+
+
+def test_a_stale_results_file_is_not_taken_for_the_runs(repo: Path, tmp_path: Path) -> None:
+    path = tmp_path / "out.json"
+    path.write_text("{}")
+    run = revision.run_at("HEAD", [sys.executable, "-c", "pass"], repo=repo, results_file=path)
+    assert run.results is None and not path.exists()
+
+
+def test_timeout_stops_the_command(repo: Path) -> None:
+    start = time.monotonic()
+    run = revision.run_at("HEAD", [sys.executable, "-c", "import time; time.sleep(60)"],
+                          repo=repo, timeout=1)
+    assert not run.ok and run.returncode != 0 and "timeout" in run.output
+    assert time.monotonic() - start < 30
+
+
+def test_commands_run_in_the_callers_subfolder(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(repo / "src")
+    with revision.checkout("HEAD~1") as c:
+        run = c.run([sys.executable, "-c", "import os; print(os.getcwd())"])
+    assert run.output.strip() == str(c.path / "src")
+
+
+def test_pytest_runs_save_through_the_plugin(repo: Path) -> None:
+    (repo / "test_b.py").write_text(textwrap.dedent("""
+        import mylib
+        def test_b(opbench):
+            opbench("x = 1", min_run_time=0.001, min_samples=2)
+    """))
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "bench")
+    run = revision.run_at("HEAD", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                   *PYTEST_PLUGIN_ARGS, "test_b.py"], repo=repo)
+    assert run.command[-1].startswith("--opbench-save=")
+    assert run.ok, run.output
+    from opbench.results import load
+
+    assert [m.task_spec.key for m in load(run.results)] == ["test_b.py::test_b"]  # type: ignore[arg-type]
+
+
+def test_prepare_runs_once_and_its_failure_is_named(repo: Path) -> None:
+    with revision.checkout("HEAD", repo, prepare=[sys.executable, "-c",
+                                                 "open('made.txt', 'w').write('x')"]) as c:
+        assert (c.path / "made.txt").read_text() == "x"
+    with pytest.raises(RevisionError, match=r"prepare command .* failed"):
+        revision.checkout("HEAD", repo, prepare=[sys.executable, "-c", "raise SystemExit(1)"])
+    assert worktrees(repo) == [f"worktree {repo}"]
+
+
+def test_extension_modules_copied_when_native_sources_match(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    so = repo / "src" / "mylib" / "_native.so"
+    so.write_bytes(b"built")
+    built: list[str] = []
+    monkeypatch.setattr(revision, "_build_extensions",
+                        lambda tree, modules, key: built.append(key))
+    with revision.checkout("HEAD~1", repo) as c:
+        assert (c.path / "src" / "mylib" / "_native.so").read_bytes() == b"built"
+    assert built == []
+    # A native source that differs between the revision and the working tree: a build.
+    (repo / "src" / "mylib" / "core.cpp").write_text("int f() { return 1; }\n")
+    git(repo, "add", "src/mylib/core.cpp")
+    with revision.checkout("HEAD~1", repo) as c:
+        assert not (c.path / "src" / "mylib" / "_native.so").exists()
+    assert len(built) == 1
+
+
+def test_source_roots_follow_the_project_layout(tmp_path: Path) -> None:
+    (tmp_path / "python" / "pkg").mkdir(parents=True)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.scikit-build]\nwheel.packages = ["python/pkg"]\n')
+    assert revision._source_roots(tmp_path) == [tmp_path / "python", tmp_path]
+
+
+def test_ctrl_c_stops_the_command_and_removes_the_worktree(repo: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    driver = textwrap.dedent(f"""
+        import sys
+        from opbench import revision
+        with revision.sigterm_as_interrupt():
+            try:
+                revision.run_at("HEAD", [sys.executable, "-c",
+                    "import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(120)"],
+                    repo={str(repo)!r})
+            except KeyboardInterrupt:
+                print("interrupted")
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ))
+    deadline = time.monotonic() + 60
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert "interrupted" in out
+    assert worktrees(repo) == [f"worktree {repo}"]
+    pid = int(marker.read_text())
+    with pytest.raises(ProcessLookupError):  # the command was stopped, not left behind
+        os.kill(pid, 0)
+
+
+def test_changed_native_sources_are_built_once_and_cached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A revision whose C source differs from the working tree's is built (pip wheel), and
+    the built module is cached by its sources: the second checkout builds nothing."""
+    root = tmp_path / "cproj"
+    (root / "cpkg").mkdir(parents=True)
+    git(root, "init", "-q")
+    (root / ".gitignore").write_text("*.so\nbuild/\n*.egg-info/\n")
+    (root / "cpkg" / "__init__.py").write_text("from cpkg._v import value\n")
+    (root / "setup.py").write_text(textwrap.dedent("""
+        from setuptools import Extension, setup
+        setup(name="cpkg", version="0", packages=["cpkg"],
+              ext_modules=[Extension("cpkg._v", ["cpkg/v.c"])])
+    """))
+    c_source = textwrap.dedent("""
+        #include <Python.h>
+        static PyObject *value(PyObject *s, PyObject *a) { return PyLong_FromLong(VALUE); }
+        static PyMethodDef m[] = {{"value", value, METH_NOARGS, ""}, {0}};
+        static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, "_v", 0, -1, m};
+        PyMODINIT_FUNC PyInit__v(void) { return PyModule_Create(&d); }
+    """)
+    (root / "cpkg" / "v.c").write_text("#define VALUE 1\n" + c_source)
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "one")
+    (root / "cpkg" / "v.c").write_text("#define VALUE 2\n" + c_source)
+    git(root, "commit", "-qam", "two")
+    # The working tree's own build (what tools/build-dev does for opbench).
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=root,
+                   check=True, capture_output=True)
+    monkeypatch.setenv("OPBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    probe = [sys.executable, "-c", "import cpkg; print(cpkg.value())"]
+    first = revision.run_at("HEAD~1", probe, repo=root)
+    assert first.output.strip() == "1", first.output
+    assert len(list((tmp_path / "cache" / "builds").iterdir())) == 1
+    monkeypatch.setattr(subprocess, "run", _no_pip(subprocess.run))
+    again = revision.run_at("HEAD~1", probe, repo=root)
+    assert again.output.strip() == "1"
+    assert revision.run_at("HEAD", probe, repo=root).output.strip() == "2"  # copied, not built
+
+
+def _no_pip(run):  # type: ignore[no-untyped-def]
+    def guarded(args, *a, **k):  # type: ignore[no-untyped-def]
+        assert "wheel" not in args, "built again: the cache was not used"
+        return run(args, *a, **k)
+    return guarded
