@@ -37,7 +37,7 @@ FLOORS = {
     4: ["opbench.table", "opbench.compare", "opbench.export", "opbench.plot", "opbench.gate",
         "opbench.baselines",
         "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile", "opbench.sweep",
-        "opbench.revision"],
+        "opbench.revision", "opbench.turns", "opbench.ab_session", "opbench.ab_report"],
     5: ["opbench.cli", "opbench.pytest_plugin", "opbench.__main__", "opbench"],
 }
 

@@ -81,6 +81,8 @@ _CONFIRMATIONS = 2
 _INSTRUCTION_REPEATS = 3
 # Where a run made by opbench.revision saves its results (= opbench.revision.RESULTS_ENV).
 _RESULTS_ENV = "OPBENCH_RESULTS_FILE"
+# Set by `opbench ab` for two processes that take turns to time (= opbench.turns.ENV_VAR).
+_TURNS_ENV = "OPBENCH_AB_TURNS"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -102,6 +104,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "(default), warn or pass.")
     add("--opbench-fail-on-missing", action="store_true", default=False,
         help="fail when a benchmark of the baseline did not run.")
+    add("--opbench-base", metavar="REV", default=None,
+        help="A/B this suite against git revision REV: runs this same pytest command on REV "
+             "and on the working tree in interleaved rounds (python -m opbench ab) and fails "
+             "on a regression; --opbench-fail-above sets the threshold (default 5%%).")
+    add("--opbench-rounds", type=int, default=5, metavar="N",
+        help="with --opbench-base: rounds at most (default 5; fewer once all is decided).")
+    add("--opbench-report", metavar="PATH", default=None,
+        help="write the gate's report (--opbench-compare or --opbench-base) to PATH.")
+    add("--opbench-format", choices=("text", "markdown", "json"), default="markdown",
+        help="format of --opbench-report: markdown (default: a PR comment), json or text.")
     add("--opbench-mode", choices=("time", "instructions"), default="time",
         help="time (default), or count instructions under callgrind (needs valgrind).")
     add("--opbench-disable", action="store_true", default=False,
@@ -144,6 +156,8 @@ class _Session:
         self.max_time: float | None = opt("opbench_max_time")
         self.min_samples: int = opt("opbench_min_samples")
         self.sort: str = opt("opbench_sort")
+        self.report_path: str | None = opt("opbench_report")
+        self.report_format: str = opt("opbench_format")
         self.is_worker = hasattr(config, "workerinput")
         self.lock_path: str | None = (config.workerinput.get(_LOCK_KEY)  # type: ignore[attr-defined]
                                       if self.is_worker else None)
@@ -154,6 +168,11 @@ class _Session:
         self.report: Report | None = None
         self.gate_error: str | None = None
         self.saved: list[str] = []  # what was written where, for the summary
+        self.turns: Any = None  # opbench.turns.TurnClient in an `opbench ab` round
+        if os.environ.get(_TURNS_ENV) and not self.is_worker:
+            from opbench.turns import client_from_environment
+
+            self.turns = client_from_environment()
         if not self.is_worker:
             self._check(config)
 
@@ -169,8 +188,9 @@ class _Session:
         if self.min_samples < 1:
             raise pytest.UsageError("--opbench-min-samples must be a positive integer")
         if self.fail_above is not None:
-            if self.baseline_path is None:
-                raise pytest.UsageError("--opbench-fail-above needs --opbench-compare [BASELINE]")
+            if self.baseline_path is None and config.getoption("opbench_base") is None:
+                raise pytest.UsageError("--opbench-fail-above needs --opbench-compare [BASELINE] "
+                                        "or --opbench-base REV")
             try:
                 self.threshold = parse_fraction(self.fail_above, "--opbench-fail-above")
             except UsageError as e:
@@ -247,10 +267,76 @@ _STATE = pytest.StashKey[_Session]()
 
 # -- instruction mode: the whole session under callgrind ----------------------------
 
+# Options of the session that `--opbench-base` runs itself, not passed to its runs.
+_AB_OPTIONS = ("--opbench-base", "--opbench-rounds", "--opbench-report", "--opbench-format",
+               "--opbench-fail-above", "--opbench-inconclusive", "--opbench-mode")
+
+
+def _without(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """``argv`` less each of ``options`` and its value (``--opt VALUE`` or ``--opt=VALUE``)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in options:
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def _ab_main(config: pytest.Config, base: str) -> int:
+    """``--opbench-base REV``: this pytest command, A/B on REV and the working tree."""
+    from opbench._files import atomic_write_text
+    from opbench.ab_session import run_ab
+    from opbench.cli import UsageError, parse_fraction
+    from opbench.revision import RevisionError, sigterm_as_interrupt
+
+    opt = config.getoption
+    for clash in ("opbench_compare", "opbench_save", "opbench_autosave"):
+        if opt(clash):
+            raise pytest.UsageError(f"--opbench-base runs its own rounds: drop "
+                                    f"--{clash.replace('_', '-')}")
+    if opt("opbench_disable") or opt("numprocesses", None):
+        raise pytest.UsageError("--opbench-base times each side in one process a round: drop "
+                                "--opbench-disable and -n")
+    if opt("opbench_rounds") < 1:
+        raise pytest.UsageError("--opbench-rounds must be a positive integer")
+    try:
+        threshold = (parse_fraction(opt("opbench_fail_above"), "--opbench-fail-above")
+                     if opt("opbench_fail_above") else 0.05)
+    except UsageError as e:
+        raise pytest.UsageError(str(e)) from None
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, "-m", "pytest", *sys.argv[1:]])
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.suspend_global_capture(in_=True)
+    try:
+        with sigterm_as_interrupt():
+            report = run_ab(_without(argv, _AB_OPTIONS), base, rounds=opt("opbench_rounds"),
+                            mode=opt("opbench_mode"), threshold=threshold,
+                            inconclusive=opt("opbench_inconclusive"))
+    except RevisionError as e:
+        raise pytest.UsageError(f"--opbench-base: {e}") from None
+    sys.stdout.write(report.text())
+    if opt("opbench_report"):
+        atomic_write_text(opt("opbench_report"), report.render(opt("opbench_format")))
+        sys.stdout.write(f"opbench: wrote the report to {opt('opbench_report')}\n")
+    sys.stdout.flush()
+    if report.interrupted:
+        return int(pytest.ExitCode.INTERRUPTED)
+    return int(pytest.ExitCode.TESTS_FAILED) if report.exit_status else int(pytest.ExitCode.OK)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    """In instruction mode, runs this same pytest command under callgrind and exits with
-    its status (unless this already is that run)."""
+    """With --opbench-base, runs the A/B session (``opbench.ab_session``) and exits with its
+    status. In instruction mode, runs this same pytest command under callgrind and exits
+    with its status (unless this already is that run)."""
+    if config.getoption("opbench_base") is not None:
+        return _ab_main(config, config.getoption("opbench_base"))
     if config.getoption("opbench_mode") != "instructions" or os.environ.get(_UNDER_CALLGRIND):
         return None
     if config.getoption("opbench_disable"):
@@ -282,7 +368,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "opbench(group=None): the summary table the test's benchmarks appear in")
+        "markers", "opbench(group=None, threshold=None): the summary table the test's "
+                   "benchmarks appear in; the slowdown that fails their gate ('10%' or 0.1)")
     config.stash[_STATE] = _Session(config)
 
 
@@ -341,6 +428,7 @@ class BenchmarkFixture:
         self._node_id = node.nodeid
         marker = node.get_closest_marker("opbench")
         self._group = marker.kwargs.get("group") if marker is not None else None
+        self._threshold = marker.kwargs.get("threshold") if marker is not None else None
         self._state = state
         self._calls = 0
 
@@ -365,6 +453,7 @@ class BenchmarkFixture:
         max_run_time: float | None = None,
         min_samples: int | None = None,
         method_kwargs: dict[str, Any] | None = None,
+        threshold: float | str | None = None,
         **timer_kwargs: Any,
     ) -> Any:
         """Times ``stmt`` with ``opbench.Timer`` and records the result for the session.
@@ -381,6 +470,10 @@ class BenchmarkFixture:
                 ``"converge"``, called with ``min_run_time`` and ``method_kwargs``.
             min_run_time, max_run_time, min_samples: default to the session's
                 ``--opbench-min-time``, ``--opbench-max-time``, ``--opbench-min-samples``.
+            threshold: the slowdown that fails this benchmark's gate (``"10%"`` or 0.1),
+                instead of ``--opbench-fail-above`` (default: the marker's
+                ``@pytest.mark.opbench(threshold=...)``); recorded in ``info["threshold"]``,
+                which ``opbench compare`` and ``opbench ab`` use too.
             timer_kwargs: more ``opbench.Timer`` arguments (``num_threads``, ``env``, ...).
 
         Returns:
@@ -399,6 +492,7 @@ class BenchmarkFixture:
         from opbench.timer import Timer
 
         state = self._state
+        own = _threshold(self._threshold if threshold is None else threshold)
         timer = Timer(stmt, setup, globals=globals, name=self._key(name),
                       label=self._node_id if label is None else label,
                       sub_label=sub_label, description=description, **timer_kwargs)
@@ -410,24 +504,40 @@ class BenchmarkFixture:
             if state.mode == "instructions":
                 result = self._count(timer)
             else:
+                # In an `opbench ab` round, the base and head processes take turns to time.
+                turns = state.turns
+                timed = timer if turns is None else _taking_turns(timer, turns)
+
                 def measure() -> Any:
-                    return self._time(timer, method, min_run_time, max_run_time, min_samples,
+                    if turns is not None:
+                        turns.acquire()
+                    return self._time(timed, method, min_run_time, max_run_time, min_samples,
                                       method_kwargs or {})
 
-                result = self._confirmed(measure(), measure)
+                try:
+                    result = self._confirmed(measure(), measure,
+                                             state.threshold if own is None else own)
+                finally:
+                    if turns is not None:
+                        turns.release()
         if self._group is not None:
             result.info["group"] = self._group
+        if own is not None:
+            result.info["threshold"] = own
         state.results.append(result)
         return result
 
-    def _confirmed(self, result: Any, measure: Callable[[], Any]) -> Any:
-        """``result``, or a faster re-measurement when the gate would call it a regression.
+    def _confirmed(self, result: Any, measure: Callable[[], Any], threshold: float) -> Any:
+        """``result``, or all its measurements pooled when the gate would call it a
+        regression and it was measured again.
 
         A burst of load from another process during one measurement reads as a
         slowdown; a real regression is there in every measurement. So a benchmark
-        the gate would fail is measured again (up to _CONFIRMATIONS times, while it
-        still looks like a regression) and the fastest measurement stands;
-        ``info["confirmations"]`` says how many were taken.
+        the gate would fail is measured again (up to _CONFIRMATIONS times, while the
+        pooled measurements still look like a regression) and every measurement is
+        pooled into the result, each with equal weight (``_pooled``): keeping the
+        fastest would bias the gate toward passing. ``info["remeasured"]`` says how
+        many were pooled, and the report lists them.
         """
         state = self._state
         if state.baseline is None:
@@ -436,17 +546,18 @@ class BenchmarkFixture:
 
         key = result.task_spec.key
         baseline = [r for r in state.baseline.all() if r.task_spec.key == key]
-        confirmations = 0
-        while baseline and confirmations < _CONFIRMATIONS:
-            row = gate.compare(baseline, [result], threshold=state.threshold).rows
+        taken = [result]
+        while baseline and len(taken) <= _CONFIRMATIONS:
+            row = gate.compare(baseline, [_pooled(taken)], threshold=threshold).rows
             if not row or row[0].status not in ("regression", "possible regression"):
                 break
-            confirmations += 1
-            again = measure()
-            result = again if again.median < result.median else result
-        if confirmations:
-            result.info["confirmations"] = confirmations
-        return result
+            taken.append(measure())
+        if len(taken) == 1:
+            return result
+        pooled = _pooled(taken)
+        pooled.info["remeasured"] = {"measurements": len(taken), "how": "pooled",
+                                     "why": "looked slower than the baseline"}
+        return pooled
 
     def _time(self, timer: Any, method: str, min_run_time: float | None,
               max_run_time: float | None, min_samples: int | None,
@@ -467,6 +578,43 @@ class BenchmarkFixture:
         return in_process.count(timer.engine.as_callable(), number=_INSTRUCTION_NUMBER,
                                 repeats=_INSTRUCTION_REPEATS, task_spec=timer.task_spec,
                                 out_prefix=os.environ[in_process.OUT_PREFIX_ENV])
+
+
+def _pooled(measurements: list[Any]) -> Any:
+    """One Measurement of ``measurements`` (same statement) pooled with equal weight: each
+    gives as many per-run times as the smallest has blocks (evenly spaced order
+    statistics), so a measurement of many small blocks cannot outvote the others."""
+    if len(measurements) == 1:
+        return measurements[0]
+    from opbench.measurement import Measurement
+
+    n = min(len(m.times) for m in measurements)
+    times = []
+    for m in measurements:
+        ordered = sorted(m.times)
+        step = (len(ordered) - 1) / max(n - 1, 1)
+        times += [ordered[round(i * step)] for i in range(n)]
+    first = measurements[0]
+    return Measurement(1, times, first.task_spec, metadata=first.metadata,
+                       overhead=first.overhead, clock=first.clock, info=dict(first.info))
+
+
+def _threshold(value: Any) -> float | None:
+    """A per-benchmark threshold ('10%' or 0.1) as a fraction; None when not given."""
+    if value is None:
+        return None
+    from opbench.cli import UsageError, parse_fraction
+
+    try:
+        return parse_fraction(str(value), "threshold")
+    except UsageError as e:
+        raise ValueError(str(e)) from None
+
+
+def _taking_turns(timer: Any, turns: Any) -> Any:
+    from opbench.turns import TakingTurns
+
+    return TakingTurns(timer, turns)
 
 
 @pytest.fixture
@@ -498,7 +646,8 @@ def _gate(state: _Session) -> None:
     try:
         state.report = gate.compare(state.baseline, state.results, threshold=state.threshold,
                                     inconclusive=state.inconclusive,
-                                    fail_on_missing=state.fail_on_missing)
+                                    fail_on_missing=state.fail_on_missing,
+                                    enforced=state.fail_above is not None)
     except NothingToCompareError as e:
         state.gate_error = str(e)
 
@@ -537,6 +686,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.baseline is not None:
         _gate(state)  # compare first: the save below may overwrite the baseline's file
     state.saved = _save(state, config)
+    if state.report is not None and state.report_path:
+        from opbench._files import atomic_write_text
+
+        atomic_write_text(state.report_path, state.report.render(state.report_format))
+        state.saved.append(f"wrote the gate's report ({state.report_format}) to "
+                           f"{state.report_path}")
     failed = state.gate_error is not None or (state.report is not None
                                               and state.report.exit_status != 0)
     if failed and state.fail_above is not None and session.exitstatus == 0:
@@ -594,5 +749,3 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         else:
             assert state.report is not None
             write(state.report.text())
-            if state.report.failures and not fails:
-                write("opbench: not failing the session (no --opbench-fail-above)")

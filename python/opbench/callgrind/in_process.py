@@ -68,9 +68,10 @@ def _noop() -> None:
     pass
 
 
-def _take_dump(prefix: str) -> int:
+def _take_dump(prefix: str) -> tuple[int, dict[str, dict[str, int]]]:
     """The denoised total of the one numbered dump under ``prefix`` (PREFIX.N), which is
-    then deleted: each dump is read right after it is written, so exactly one is there."""
+    then deleted (each dump is read right after it is written, so exactly one is there),
+    and its largest functions' counts (``_functions``)."""
     folder, base = os.path.split(prefix)
     found = [name for name in os.listdir(folder or ".")
              if name.startswith(base + ".") and name[len(base) + 1:].isdigit()]
@@ -83,7 +84,22 @@ def _take_dump(prefix: str) -> int:
         profile = parse_callgrind_out(f.read().splitlines())
     os.unlink(path)
     rows = tuple(FunctionCount(c, fn) for fn, c in profile.exclusive.items() if c)
-    return FunctionCounts(rows, inclusive=False).denoise().sum()
+    return FunctionCounts(rows, inclusive=False).denoise().sum(), _functions(profile)
+
+
+# Functions kept per result (by inclusive count): enough for a diff's top 15 either way.
+_KEPT_FUNCTIONS = 60
+
+
+def _functions(profile: Any) -> dict[str, dict[str, int]]:
+    """The exclusive and inclusive counts of the functions with the largest inclusive or
+    exclusive counts: what ``opbench ab --mode instructions`` diffs between revisions."""
+    def top(counts: dict[str, int]) -> list[str]:
+        return sorted((f for f in counts if counts[f]), key=lambda f: -counts[f])[:_KEPT_FUNCTIONS]
+
+    names = set(top(profile.inclusive)) | set(top(profile.exclusive))
+    return {"exclusive": {f: profile.exclusive.get(f, 0) for f in sorted(names)},
+            "inclusive": {f: profile.inclusive.get(f, 0) for f in sorted(names)}}
 
 
 # Where the previous allocations left CPython's small-object pools decides whether a
@@ -101,17 +117,20 @@ def _shift_pools(blocks: int) -> list[Any]:
             *([bytes(size - 33) for _ in range(blocks)] for size in range(48, 513, 16))]
 
 
-def _counted(fn: Callable[[], Any], number: int, prefix: str, label: str) -> int:
-    """One repeat: the least count of ``number`` calls over ``_HEAP_OFFSETS`` heap offsets."""
+def _counted(fn: Callable[[], Any], number: int, prefix: str,
+             label: str) -> tuple[int, dict[str, dict[str, int]]]:
+    """One repeat: the least count of ``number`` calls over ``_HEAP_OFFSETS`` heap offsets,
+    with that loop's functions."""
     totals = []
     for blocks in range(_HEAP_OFFSETS):
         shift = _shift_pools(blocks)  # held live while the loop is counted
         totals.append(_counted_once(fn, number, prefix, label))
         del shift
-    return min(totals)
+    return min(totals, key=lambda t: t[0])
 
 
-def _counted_once(fn: Callable[[], Any], number: int, prefix: str, label: str) -> int:
+def _counted_once(fn: Callable[[], Any], number: int, prefix: str,
+                  label: str) -> tuple[int, dict[str, dict[str, int]]]:
     """One counted loop of ``number`` calls, its code fresh and run once uncounted."""
     namespace: dict[str, Any] = {}
     exec(compile(_LOOP, f"<opbench {label}>", "exec"), namespace)
@@ -154,8 +173,9 @@ def count(fn: Callable[[], Any], *, number: int, repeats: int, task_spec: TaskSp
     gc.freeze()  # what exists now is not re-scanned inside the counted loops
     _C.callgrind.start_instrumentation()
     try:
-        counts = tuple(_counted(fn, number, out_prefix, "stmt") for _ in range(repeats))
-        baseline = _counted(_noop, number, out_prefix, "baseline")
+        repeated = [_counted(fn, number, out_prefix, "stmt") for _ in range(repeats)]
+        counts = tuple(total for total, _ in repeated)
+        baseline = _counted(_noop, number, out_prefix, "baseline")[0]
     finally:
         _C.callgrind.stop_instrumentation()
         if not frozen:
@@ -163,4 +183,6 @@ def count(fn: Callable[[], Any], *, number: int, repeats: int, task_spec: TaskSp
     return InstructionCounts(number, counts, task_spec, baseline=baseline,
                              info={"denoised": True, "collected": "in process",
                                    "spread": (max(counts) - min(counts))
-                                   / max(statistics.median(counts), 1)})
+                                   / max(statistics.median(counts), 1),
+                                   # The least repeat's functions, for a per-function diff.
+                                   "functions": min(repeated, key=lambda t: t[0])[1]})

@@ -25,6 +25,7 @@ COMMANDS = {
     "timeit": "opbench.cli.timeit",
     "compare": "opbench.cli.compare",
     "show": "opbench.cli.show",
+    "ab": "opbench.cli.ab",
 }
 
 
