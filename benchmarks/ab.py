@@ -27,7 +27,12 @@ an unchanged function and a 1% change: caught, and whether the report names the
 function that changed. Tables are reprinted after every repetition, so a run cut
 short still reports what it measured (the count is printed with them).
 
-Usage: python benchmarks/ab.py [--quick] [--reps N] [--instruction-reps M] [--part 1|2]
+Part 3, why turns. The same 10% change over ``--spread-rounds`` rounds of ``opbench ab``
+taking turns and of ``--interleave runs`` (all rounds kept: no early stop): the range of
+the paired run ratios head / base (the truth is about 1.10) and the coefficient of
+variation of each side's run medians. Narrower is what lets few rounds decide.
+
+Usage: python benchmarks/ab.py [--quick] [--reps N] [--instruction-reps M] [--part 1|2|3|all]
 """
 from __future__ import annotations
 
@@ -219,17 +224,61 @@ def revisions(quick: bool, reps: int, instruction_reps: int) -> None:
         _print_tables(timed, counted, tools, ["identical", "5%", "10%", "2x"])
 
 
+def _spread(rounds: int, how: str) -> tuple[list[float], float, float]:
+    """Paired run ratios and each side's cv of run medians, one ab session kept whole."""
+    from statistics import median, pstdev
+
+    from opbench.results import load
+
+    with tempfile.TemporaryDirectory(prefix="opbench_ab_spread_") as folder:
+        _repository(folder)
+        _set_n(folder, round(N * 1.1))
+        keep = os.path.join(folder, "runs")
+        _timed([sys.executable, "-m", "opbench", "ab", "--base", "HEAD", "--rounds", str(rounds),
+                "--interleave", how, "--confidence", "0.999999", "--keep", keep, "--",
+                *_pytest(*_OPBENCH)], folder)
+        sides: dict[str, list[float]] = {"base": [], "head": []}
+        ratios = []
+        for r in range(1, rounds + 1):
+            try:
+                medians = {side: median(load(os.path.join(keep, f"round{r}_{side}.json"))[0].times)
+                           for side in sides}
+            except OSError:
+                continue
+            for side, value in medians.items():
+                sides[side].append(value)
+            ratios.append(medians["head"] / medians["base"])
+    cv = [pstdev(v) / (sum(v) / len(v)) if len(v) > 1 else float("nan") for v in sides.values()]
+    return ratios, cv[0], cv[1]
+
+
+def spread(quick: bool, rounds: int) -> None:
+    """Part 3: paired run ratios of a 10% change, turns vs one run after the other."""
+    rounds = 2 if quick else rounds
+    print(f"\nA 10% slower loop, {rounds} rounds of each: paired run ratios head / base "
+          "(truth ~1.10) and the cv of each side's run medians", flush=True)
+    for how in (("turns",) if quick else ("turns", "runs")):
+        ratios, cv_base, cv_head = _spread(rounds, how)
+        shown = " ".join(f"{r:.2f}" for r in ratios)
+        print(f"  {how:<6} ratios {min(ratios):.2f} to {max(ratios):.2f} ({shown}); cv of run "
+              f"medians: base {cv_base:.1%}, head {cv_head:.1%}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run (well under a minute)")
     parser.add_argument("--reps", type=int, default=20, help="repetitions of part 2 (default 20)")
     parser.add_argument("--instruction-reps", type=int, default=5,
                         help="repetitions of instruction mode (default 5: counts repeat exactly)")
-    parser.add_argument("--part", choices=("1", "2", "both"), default="both")
+    parser.add_argument("--spread-rounds", type=int, default=8,
+                        help="rounds of part 3 (default 8, as the issue's measurement)")
+    parser.add_argument("--part", choices=("1", "2", "3", "all"), default="all")
     args = parser.parse_args()
-    if args.part in ("1", "both"):
+    if args.part in ("1", "all"):
         in_process(args.quick)
-    if args.part in ("2", "both"):
+    if args.part in ("3", "all"):
+        spread(args.quick, args.spread_rounds)
+    if args.part in ("2", "all"):
         revisions(args.quick, args.reps, args.instruction_reps)
 
 

@@ -384,7 +384,9 @@ def runs(old: Sequence[float], new: Sequence[float], threshold: float,
                         reason=f"{len(old)} and {len(new)} runs: too few for an interval with "
                                "the between-run variance (at least 2 a side)")
     half = _t_quantile(confidence, df) * se
-    ci = (math.exp(mean - half), math.exp(mean + half))
+    # Few runs at a very high level can give a half-width past what exp() can hold: the
+    # clamp keeps a finite, uselessly wide interval (inconclusive), as it should be.
+    ci = (math.exp(max(mean - half, -700.0)), math.exp(min(mean + half, 700.0)))
     result = verdict(*ci, threshold)
     reason = "the interval straddles the threshold" if result == "inconclusive" else ""
     return Decision(result, ratio, ci, median_ratio, threshold, confidence, reason)
