@@ -27,10 +27,12 @@ an unchanged function and a 1% change: caught, and whether the report names the
 function that changed. Tables are reprinted after every repetition, so a run cut
 short still reports what it measured (the count is printed with them).
 
-Part 3, why turns. The same 10% change over ``--spread-rounds`` rounds of ``opbench ab``
-taking turns and of ``--interleave runs`` (all rounds kept: no early stop): the range of
-the paired run ratios head / base (the truth is about 1.10) and the coefficient of
-variation of each side's run medians. Narrower is what lets few rounds decide.
+Part 3, why turns and why the 10th percentile. The same 10% change over
+``--spread-rounds`` rounds of ``opbench ab`` taking turns and of ``--interleave runs``
+(all rounds kept: no early stop): the range of the paired run ratios head / base (the
+truth is about 1.10) and the coefficient of variation of each side's run values, with
+each run summarised by its median and by its 10th percentile. Narrower is what lets few
+rounds decide.
 
 Usage: python benchmarks/ab.py [--quick] [--reps N] [--instruction-reps M] [--part 1|2|3|all]
 """
@@ -224,12 +226,15 @@ def revisions(quick: bool, reps: int, instruction_reps: int) -> None:
         _print_tables(timed, counted, tools, ["identical", "5%", "10%", "2x"])
 
 
-def _spread(rounds: int, how: str) -> tuple[list[float], float, float]:
-    """Paired run ratios and each side's cv of run medians, one ab session kept whole."""
-    from statistics import median, pstdev
+def _spread(rounds: int, how: str) -> dict[str, tuple[list[float], float, float]]:
+    """Per run statistic (median, 10th percentile): the paired run ratios and each side's
+    cv of the run values, from one ab session kept whole."""
+    from statistics import pstdev
 
+    from opbench._numerics import quantile
     from opbench.results import load
 
+    out = {}
     with tempfile.TemporaryDirectory(prefix="opbench_ab_spread_") as folder:
         _repository(folder)
         _set_n(folder, round(N * 1.1))
@@ -237,31 +242,33 @@ def _spread(rounds: int, how: str) -> tuple[list[float], float, float]:
         _timed([sys.executable, "-m", "opbench", "ab", "--base", "HEAD", "--rounds", str(rounds),
                 "--interleave", how, "--confidence", "0.999999", "--keep", keep, "--",
                 *_pytest(*_OPBENCH)], folder)
-        sides: dict[str, list[float]] = {"base": [], "head": []}
-        ratios = []
-        for r in range(1, rounds + 1):
-            try:
-                medians = {side: median(load(os.path.join(keep, f"round{r}_{side}.json"))[0].times)
-                           for side in sides}
-            except OSError:
-                continue
-            for side, value in medians.items():
-                sides[side].append(value)
-            ratios.append(medians["head"] / medians["base"])
-    cv = [pstdev(v) / (sum(v) / len(v)) if len(v) > 1 else float("nan") for v in sides.values()]
-    return ratios, cv[0], cv[1]
+        for name, q in (("median", 0.5), ("p10", 0.1)):
+            sides: dict[str, list[float]] = {"base": [], "head": []}
+            for r in range(1, rounds + 1):
+                try:
+                    values = {side: quantile(sorted(load(os.path.join(
+                        keep, f"round{r}_{side}.json"))[0].times), q) for side in sides}
+                except OSError:
+                    continue
+                for side, value in values.items():
+                    sides[side].append(value)
+            ratios = [h / b for b, h in zip(sides["base"], sides["head"])]
+            cv = [pstdev(v) / (sum(v) / len(v)) if len(v) > 1 else float("nan")
+                  for v in sides.values()]
+            out[name] = (ratios, cv[0], cv[1])
+    return out
 
 
 def spread(quick: bool, rounds: int) -> None:
     """Part 3: paired run ratios of a 10% change, turns vs one run after the other."""
     rounds = 2 if quick else rounds
     print(f"\nA 10% slower loop, {rounds} rounds of each: paired run ratios head / base "
-          "(truth ~1.10) and the cv of each side's run medians", flush=True)
+          "(truth ~1.10) and the cv of each side's run values, per run statistic", flush=True)
     for how in (("turns",) if quick else ("turns", "runs")):
-        ratios, cv_base, cv_head = _spread(rounds, how)
-        shown = " ".join(f"{r:.2f}" for r in ratios)
-        print(f"  {how:<6} ratios {min(ratios):.2f} to {max(ratios):.2f} ({shown}); cv of run "
-              f"medians: base {cv_base:.1%}, head {cv_head:.1%}", flush=True)
+        for statistic, (ratios, cv_base, cv_head) in _spread(rounds, how).items():
+            shown = " ".join(f"{r:.2f}" for r in ratios)
+            print(f"  {how:<6} {statistic:<7} ratios {min(ratios):.2f} to {max(ratios):.2f} "
+                  f"({shown}); cv: base {cv_base:.1%}, head {cv_head:.1%}", flush=True)
 
 
 def main() -> None:

@@ -219,3 +219,21 @@ def test_bad_arguments_are_named(repo: Path) -> None:
     with pytest.raises(revision.RevisionError, match="names no commit"):
         run_ab(PYTEST, "no-such-rev", log=None)
     assert os.getcwd() == str(repo)
+
+
+def test_each_run_gives_its_fast_tail_or_its_median() -> None:
+    """Runs on a shared machine: the code alone (fast) or sharing a core (5x), in a mix that
+    changes from run to run. The 10th percentile follows the code; the median, the mix."""
+    def run(fast: float, slow_share: float, r: int) -> Results:
+        n_slow = round(20 * slow_share)
+        times = [fast * (1 + 0.001 * i) for i in range(20 - n_slow)] + [5 * fast] * n_slow
+        return Results([Measurement(1, times, TaskSpec("f()", "pass", name="f"))])
+
+    rounds = [(run(1e-6, 0.3, r), run(1.1e-6, 0.6 if r % 2 else 0.2, r)) for r in range(4)]
+    kwargs = dict(threshold=0.05, confidence=0.95, inconclusive="fail", look=3, looks=3)
+    (fast,) = decide_rounds(rounds, statistic="p10", **kwargs).rows  # type: ignore[arg-type]
+    (middle,) = decide_rounds(rounds, statistic="median", **kwargs).rows  # type: ignore[arg-type]
+    assert fast.decision.ratio == pytest.approx(1.1, rel=0.01) and fast.status == "regression"
+    assert middle.decision.verdict == "inconclusive"  # the mix swings the medians 1x to 5x
+    with pytest.raises(ValueError, match="statistic must be one of p10, median"):
+        run_ab(PYTEST, "HEAD", statistic="mean", log=None)

@@ -65,3 +65,14 @@ def test_re_measurements_are_shown() -> None:
     text = compare([_m(1e-6)], [_m(1e-6, info=again)]).text()
     assert "Measured again because they looked slower (all measurements pooled): " \
            "f: 3 measurements pooled" in text
+
+
+def test_reports_carry_both_environments() -> None:
+    from opbench.results import Results
+
+    old = Results([_m(1e-6)], environment={"python": "3.11.7", "git_commit": "abc123"})
+    new = Results([_m(1e-6)], environment={"python": "3.12.1"})
+    report = compare(old, new)
+    md = report.markdown()
+    assert "- baseline: commit abc123; Python 3.11.7" in md and "- new: Python 3.12.1" in md
+    assert json.loads(report.json())["environments"]["new"] == {"python": "3.12.1"}

@@ -4,6 +4,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from opbench.turns import Coordinator, TakingTurns, TurnClient
 
 
@@ -68,7 +70,7 @@ def test_taking_turns_hands_over_between_blocks() -> None:
             return 10
 
         def run(self, number: int) -> float:
-            return 1e-3
+            return 1e-4 * number
 
     class Recorder(TurnClient):
         def __init__(self) -> None:
@@ -88,6 +90,7 @@ def test_taking_turns_hands_over_between_blocks() -> None:
     client = Recorder()
     timer = TakingTurns(FakeTimer(), client)
     assert timer.task_spec == "spec"  # everything else is the Timer's
-    assert timer.block_size(0.2) == 10 and timer.run(10) == 1e-3
+    # Blocks of ~BLOCK seconds (2 ms of 0.1 ms calls), whatever the Timer's own size.
+    assert timer.block_size(0.2) == 20 and timer.run(20) == pytest.approx(2e-3)
     # Calibration took the turn; the block used it up (quantum 0) and handed it over.
     assert client.events == ["acquire", "release", "acquire"]

@@ -24,13 +24,9 @@ import json
 from typing import Any
 
 from opbench.callgrind.function_diff import FunctionChange
-from opbench.gate import Report, environment_differences
+from opbench.gate import Report, describe_environment, environment_differences
 
 __all__ = ["ABReport", "FailedRun", "Side"]
-
-# Environment facts shown for each side (the rest is in the JSON).
-_SHOWN = (("python", "Python"), ("torch", "torch"), ("cpu_model", "CPU"),
-          ("cpu_count", "CPUs"), ("hostname", "host"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,10 +103,8 @@ class ABReport:
     def _environment_lines(self) -> list[str]:
         lines = []
         for side in (self.base, self.head):
-            facts = [f"{label} {side.environment[k]}" for k, label in _SHOWN
-                     if side.environment.get(k) is not None]
-            lines.append(f"{side.name}: commit {side.commit}; " + ("; ".join(facts) or
-                                                                   "environment not recorded"))
+            lines.append(f"{side.name}: commit {side.commit}; "
+                         + describe_environment(side.environment))
         differences = environment_differences(self.base.environment, self.head.environment)
         if differences:
             lines.append("warning: the sides ran in different environments: "

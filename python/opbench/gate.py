@@ -49,12 +49,16 @@ from opbench.errors import NothingToCompareError
 from opbench.instructions import InstructionCounts
 from opbench.measurement import Measurement, select_unit
 
-__all__ = ["FORMATS", "POLICIES", "Report", "Row", "compare", "environment_differences",
-           "format_value", "pool", "remeasured"]
+__all__ = ["FORMATS", "POLICIES", "Report", "Row", "compare", "describe_environment",
+           "environment_differences", "format_value", "pool", "remeasured"]
 
 POLICIES = ("fail", "warn", "pass")
 FORMATS = ("text", "markdown", "json")
 
+# Environment facts a report shows for each side (the JSON has them all).
+_SHOWN = (("git_commit", "commit"), ("commit", "commit"), ("python", "Python"),
+          ("torch", "torch"), ("cpu_model", "CPU"), ("cpu_count", "CPUs"),
+          ("hostname", "host"))
 # Environment facts whose difference makes a comparison suspect, with their names.
 _ENVIRONMENT_FACTS = {
     "hostname": "machine", "cpu_model": "CPU", "cpu_count": "CPU count",
@@ -121,6 +125,8 @@ class Report:
     remeasured: tuple[str, ...] = ()
     # What "no interval" counts on each side: samples (blocks) or runs.
     replicates: str = "samples"
+    # The environments the two sets of results recorded (baseline, new), when known.
+    environments: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
 
     @property
     def regressions(self) -> list[Row]:
@@ -245,6 +251,10 @@ class Report:
         if rest:
             lines += [f"<details><summary>{len(rest)} other benchmark(s)</summary>", "",
                       *table(rest), "", "</details>", ""]
+        if any(self.environments):
+            lines += ["<details><summary>Environment</summary>", "",
+                      *(f"- {name}: {describe_environment(env)}" for name, env in
+                        zip(("baseline", "new"), self.environments)), "", "</details>", ""]
         notes = [f"- {n.strip()}" if n.startswith("  ") else n for n in self._notes()]
         return "\n".join(lines + notes)
 
@@ -266,6 +276,7 @@ class Report:
             "only_in_new": list(self.only_in_new), "mismatched": list(self.mismatched),
             "environment_notes": list(self.environment_notes),
             "remeasured": list(self.remeasured), "method": self.method,
+            "environments": {"baseline": self.environments[0], "new": self.environments[1]},
         }
 
     def json(self) -> str:
@@ -338,6 +349,18 @@ def remeasured(results: Iterable[Any]) -> list[str]:
             notes.append(f"{r.task_spec.key}: {again.get('measurements')} measurements "
                          f"{again.get('how', 'pooled')}")
     return notes
+
+
+def describe_environment(env: dict[str, Any]) -> str:
+    """``"commit 1a2b...; Python 3.11.7; torch 2.13.0; ..."`` from a results file's
+    environment (what was recorded; "not recorded" when nothing was)."""
+    seen: set[str] = set()
+    facts = []
+    for key, label in _SHOWN:
+        if env.get(key) is not None and label not in seen:
+            seen.add(label)
+            facts.append(f"{label} {env[key]}")
+    return "; ".join(facts) or "environment not recorded"
 
 
 def environment_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -416,6 +439,8 @@ def compare(
         threshold=threshold, confidence=confidence, inconclusive=inconclusive,
         fail_on_missing=fail_on_missing, enforced=enforced,
         remeasured=tuple(remeasured(new_results)),
+        environments=(dict(getattr(baseline, "environment", None) or {}),
+                      dict(getattr(new, "environment", None) or {})),
     )
 
 

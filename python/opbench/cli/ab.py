@@ -64,6 +64,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="seconds each run may take (default: no limit)")
     p.add_argument("--keep", metavar="DIR", help="keep every run's results file in DIR")
+    p.add_argument("--run-statistic", choices=("p10", "median"), default="p10",
+                   help="what a run contributes per benchmark: the 10th percentile of its "
+                        "per-run times (default: the code's cost when the machine let it "
+                        "run) or its median")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                    help="the benchmark command (after --)")
     return p
@@ -92,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
                             threshold=threshold, confidence=args.confidence,
                             inconclusive=args.inconclusive, interleave=args.interleave,
                             prepare=shlex.split(args.prepare) if args.prepare else None,
-                            timeout=args.timeout, keep=args.keep)
+                            timeout=args.timeout, keep=args.keep,
+                            statistic=args.run_statistic)
     except RevisionError as e:
         raise UsageError(str(e)) from None
     text = report.render(args.format)
