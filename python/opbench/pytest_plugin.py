@@ -34,6 +34,15 @@ Options (the gate):
     --opbench-mode MODE         time (default) or instructions: run the session under
                                 callgrind and count each benchmark's instructions per run
                                 (no sampling noise: gates a 1% change on a noisy machine).
+    --opbench-base REV          A/B: run this same command on git revision REV and on the
+                                working tree in interleaved rounds (``opbench ab``; the
+                                processes take turns to time) and fail on a regression,
+                                decided on runs; --opbench-rounds N (default 5) at most.
+    --opbench-report PATH       write the gate's report (--opbench-compare or --opbench-base)
+                                to PATH, in --opbench-format markdown (default), json or text.
+
+A benchmark's own threshold: ``opbench(fn, threshold="10%")`` or
+``@pytest.mark.opbench(threshold=0.1)``; it is saved with the result and the gates use it.
 Options (running):
     --opbench-disable           run each benchmark once, untimed-in-earnest: the fixture
                                 returns a Measurement of that one call; nothing is saved.
