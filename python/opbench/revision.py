@@ -364,6 +364,10 @@ class Checkout:
         command = [str(c) for c in command]
         if not command:
             raise ValueError("command is empty: give the program to run and its arguments")
+        # A program given by a relative path (.venv/bin/python) is the caller's, not the
+        # checkout's: the worktree has no virtual environment.
+        if os.sep in command[0] and not os.path.isabs(command[0]) and os.path.exists(command[0]):
+            command[0] = os.path.abspath(command[0])
         if self.path is None or not self.path.is_dir():
             raise RevisionError(f"{self!r} is closed")
         if results_file is None:
@@ -412,10 +416,13 @@ def _run_group(command: list[str], cwd: Path, env: dict[str, str], timeout: floa
     """Runs ``command`` in a process group of its own; returns (exit status, output tail).
     Ctrl-C or the timeout stops the whole group."""
     with tempfile.TemporaryFile(mode="w+b") as log:
-        proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE if echo else log,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                pass_fds=pass_fds)
+        try:
+            proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE if echo else log,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    pass_fds=pass_fds)
+        except OSError as e:  # no such program, not executable: a failed run, as a shell says
+            return 127, f"cannot run {command[0]!r}: {e.strerror or e}\n"
         with _RUNNING_LOCK:
             _RUNNING.add(proc)
         try:

@@ -9,10 +9,11 @@ tests (its results are saved with --opbench-save) or any script that saves
 opbench results to $OPBENCH_RESULTS_FILE. In a round of a pytest command both
 processes run at once and take turns to time in ~20 ms slices, so the
 machine's drift lands on both sides (--interleave runs: one after the other,
-in ABBA order). Every run is one replicate: per benchmark, the run medians are
-the samples, the interval of the ratio head / base includes the variance
-between runs, the suite's error is held by Holm's step-down, and the rounds
-stop early once every benchmark is decided. --mode instructions counts
+in ABBA order). Every run is one replicate: per benchmark, each run gives the
+10th percentile of its per-run times (--run-statistic median: its median),
+the interval of the ratio head / base includes the variance between runs,
+the suite's error is held by Holm's step-down, and the rounds stop early once
+every benchmark is decided. --mode instructions counts
 instructions under callgrind instead: one round decides, and the report lists
 the functions whose counts changed most, grouped by where they live.
 
