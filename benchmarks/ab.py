@@ -53,7 +53,7 @@ import torch.utils.benchmark as tb
 from gate import SUITE, N, _plugin_args
 
 import opbench
-from opbench.ab import compare_ab
+from opbench.gate.ab import compare_ab
 
 LOOP = "for _ in range({k}): torch.add(x, 1, out=y)"
 # The suite reads its loop length from a file the working tree edits (the "change").

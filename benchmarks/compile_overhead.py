@@ -23,7 +23,7 @@ import sys
 
 import opbench
 from opbench._text import text_table
-from opbench.first_call import measure_first_call
+from opbench.core.first_call import measure_first_call
 
 # Setup strings (not globals): the callgrind child process rebuilds everything
 # from them. The inference-mode guard lives as long as the setup's frame, i.e.

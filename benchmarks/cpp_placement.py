@@ -10,7 +10,7 @@ shared machine preemption inflates whole blocks, never shortens them.
 google/benchmark (libbenchmark-dev) times the same loop bodies, built with its
 default flags and with -falign-loops=32, as a reference for the figures.
 
-This is the measurement behind ``opbench.engines.cpp.CODE_PLACEMENT_FLAGS``.
+This is the measurement behind ``opbench.engines.cpp.engine.CODE_PLACEMENT_FLAGS``.
 
     python benchmarks/cpp_placement.py          # ~10 min
     python benchmarks/cpp_placement.py --quick  # ~10 s: two statements, two flag sets
@@ -61,7 +61,7 @@ FLAG_SETS = {
 def study(flags: tuple[str, ...], names: list[str], layouts: int,
           min_run_time: float) -> dict[str, list[float]]:
     """Per statement, each layout's minimum seconds per run."""
-    import opbench.engines.cpp as engine
+    import opbench.engines.cpp.engine as engine
     from opbench.timer import Timer
 
     engine.CODE_PLACEMENT_FLAGS = flags  # what every build reads (a benchmark's lever)

@@ -57,9 +57,9 @@ SUITE = textwrap.dedent("""
 
 
 def _plugin_args() -> list[str]:
-    installed = any(ep.value == "opbench.pytest_plugin"
+    installed = any(ep.value in ("opbench.pytest_plugin", "opbench.integrations.pytest_plugin")
                     for ep in importlib.metadata.entry_points(group="pytest11"))
-    return [] if installed else ["-p", "opbench.pytest_plugin"]
+    return [] if installed else ["-p", "opbench.integrations.pytest_plugin"]
 
 
 def _session(folder: str, n: int, *args: str) -> int:

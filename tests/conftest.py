@@ -44,14 +44,14 @@ class MockTimer:
 
 
 def _installed_as_entry_point() -> bool:
-    return any(ep.value == "opbench.pytest_plugin"
+    return any(ep.value in ("opbench.pytest_plugin", "opbench.integrations.pytest_plugin")
                for ep in importlib.metadata.entry_points(group="pytest11"))
 
 
 # Arguments that load opbench's pytest plugin in an inner pytest run. Once
 # opbench is installed its entry point loads it; `-p` again would register
 # the module twice.
-PYTEST_PLUGIN_ARGS = [] if _installed_as_entry_point() else ["-p", "opbench.pytest_plugin"]
+PYTEST_PLUGIN_ARGS = [] if _installed_as_entry_point() else ["-p", "opbench.integrations.pytest_plugin"]
 
 
 def strip_object_line(text: str) -> str:

@@ -1,4 +1,4 @@
-"""opbench.ab.compare_ab: paired, interleaved A/B timing with a verdict."""
+"""opbench.gate.ab.compare_ab: paired, interleaved A/B timing with a verdict."""
 from __future__ import annotations
 
 import collections
@@ -8,7 +8,7 @@ import random
 import pytest
 
 from opbench import errors
-from opbench.ab import ABResult, compare_ab, verdict
+from opbench.gate.ab import ABResult, compare_ab, verdict
 from opbench.timer import Timer
 
 

@@ -1,12 +1,12 @@
-"""opbench.ab_report: one story in text, Markdown and JSON, with both commits and environments."""
+"""opbench.gate.ab_report: one story in text, Markdown and JSON, with both commits and environments."""
 from __future__ import annotations
 
 import json
 
-from opbench.ab_report import ABReport, FailedRun, Side
 from opbench.callgrind.function_diff import FunctionChange
+from opbench.core.measurement import Measurement, TaskSpec
 from opbench.gate import compare
-from opbench.measurement import Measurement, TaskSpec
+from opbench.gate.ab_report import ABReport, FailedRun, Side
 
 
 def _m(name: str, t: float) -> Measurement:

@@ -1,4 +1,4 @@
-"""opbench.ab_session (``opbench ab``) end to end on a real git repository made here: two
+"""opbench.gate.ab_session (``opbench ab``) end to end on a real git repository made here: two
 commits' worth of code, statements with deterministic costs (no timing thresholds)."""
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTEST_PLUGIN_ARGS
-from opbench import revision
-from opbench.ab_session import decide_rounds, run_ab
-from opbench.measurement import Measurement, TaskSpec
-from opbench.results import Results
+from opbench.core.measurement import Measurement, TaskSpec
+from opbench.gate import revision
+from opbench.gate.ab_session import decide_rounds, run_ab
+from opbench.store.results import Results
 from test_revision import SCRIPT, git
 
 # Benchmarks on a fake clock that only the statement moves: every block costs exactly

@@ -13,7 +13,7 @@ import pytest
 from opbench.callgrind._parse import parse_callgrind_out
 from opbench.callgrind.function_counts import _NOISY_SYMBOL, FunctionCount, FunctionCounts
 from opbench.callgrind.stats import CallgrindStats
-from opbench.measurement import TaskSpec
+from opbench.core.measurement import TaskSpec
 
 torch = pytest.importorskip("torch")
 from torch.utils.benchmark.utils import common as t_common  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 import opbench
 from opbench.callgrind import collect as cg_collect
 from opbench.callgrind.stats import CallgrindStats
-from opbench.engines.cpp import CppEngine as CppTimer
+from opbench.engines.cpp.engine import CppEngine as CppTimer
 
 REASON = cg_collect.callgrind_unavailable_reason()
 needs_valgrind = pytest.mark.skipif(REASON is not None, reason=str(REASON))

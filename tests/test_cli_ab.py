@@ -1,4 +1,4 @@
-"""``python -m opbench ab``: the command line of opbench.ab_session."""
+"""``python -m opbench ab``: the command line of opbench.gate.ab_session."""
 from __future__ import annotations
 
 import subprocess

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from opbench import baselines
-from opbench.cli import UsageError, main, parse_fraction
-from opbench.instructions import InstructionCounts
-from opbench.measurement import Measurement, TaskSpec
-from opbench.results import save
+from opbench.core.instructions import InstructionCounts
+from opbench.core.measurement import Measurement, TaskSpec
+from opbench.integrations.cli import UsageError, main, parse_fraction
+from opbench.store import baselines
+from opbench.store.results import save
 
 ENV = {"hostname": "h"}
 

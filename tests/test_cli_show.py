@@ -96,7 +96,7 @@ def test_color_follows_the_terminal_and_no_color(results_file) -> None:
     # Piped (not a terminal): no colour unless asked.
     assert "\x1b[" not in opbench_cli("show", results_file).stdout
     assert "\x1b[" not in opbench_cli("show", results_file, "--color", "never").stdout
-    from opbench.cli import use_color
+    from opbench.integrations.cli import use_color
 
     class Tty:
         def isatty(self):
@@ -110,7 +110,7 @@ def test_color_follows_the_terminal_and_no_color(results_file) -> None:
 
 
 def test_several_files_and_instruction_counts(tmp_path) -> None:
-    from opbench.instructions import InstructionCounts
+    from opbench.core.instructions import InstructionCounts
 
     first = str(save(measurements()[:2], tmp_path / "a.json", environment=ENV))
     counts = InstructionCounts(100, (52_000,), TaskSpec("x + 1", "x = 1", label="ops",

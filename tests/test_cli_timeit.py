@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from opbench.results import load
+from opbench.store.results import load
 
 
 def opbench_cli(*args: str, env: dict[str, str] | None = None,
@@ -144,7 +144,7 @@ def test_a_statement_needing_missing_torch_is_a_one_line_error(tmp_path) -> None
 
 
 def test_program_name_follows_how_it_was_run(tmp_path) -> None:
-    r = subprocess.run([sys.executable, "-c", "import sys; from opbench.cli import main; "
+    r = subprocess.run([sys.executable, "-c", "import sys; from opbench.integrations.cli import main; "
                         "sys.argv[0] = '/usr/bin/opbench'; sys.exit(main(['timeit', '-n', '0']))"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "opbench timeit: error: --number" in r.stderr

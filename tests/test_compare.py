@@ -127,13 +127,12 @@ def test_colorize_marks_best_value():
     ours, _ = _results(7)
     compare = opbench.Compare(ours)
     compare.colorize()
-    assert opbench.compare.BEST in str(compare)
-    assert opbench.compare.BEST not in str(opbench.Compare(ours))
+    assert opbench.analysis.compare.BEST in str(compare)
+    assert opbench.analysis.compare.BEST not in str(opbench.Compare(ours))
 
 
 def test_exports_delegate_to_export_module(tmp_path):
-    from opbench import export
-
+    from opbench.analysis import export
     ours, _ = _results(2)
     compare = opbench.Compare(ours)
     assert compare.to_markdown() == export.to_markdown(compare)

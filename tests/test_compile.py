@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="opbench.compile benchmarks torch.compile")
+torch = pytest.importorskip("torch", reason="opbench.analysis.compile benchmarks torch.compile")
 
 import opbench  # noqa: E402
-from opbench.compile import bench_all, benchmark_compile  # noqa: E402
-from opbench.first_call import measure_first_call  # noqa: E402
+from opbench.analysis.compile import bench_all, benchmark_compile  # noqa: E402
+from opbench.core.first_call import measure_first_call  # noqa: E402
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 import opbench
 from opbench.callgrind._parse import parse_callgrind_out
 from opbench.callgrind.collect import callgrind_unavailable_reason
-from opbench.cpp import include_dir
+from opbench.engines.cpp import include_dir
 
 CXX = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler on PATH")

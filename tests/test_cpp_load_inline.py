@@ -1,4 +1,4 @@
-"""opbench.cpp.load_inline with a real compiler and torch's real headers: torch's
+"""opbench.engines.cpp.load_inline with a real compiler and torch's real headers: torch's
 signature, a normal extension module, a rebuild that reuses the precompiled
 <torch/extension.h>, and errors at the user's own lines. The extension and the
 precompiled header are the recipe's (test_recipe_cpp.py): same source and flags,
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from opbench.cpp import include_dir, load_inline
+from opbench.engines.cpp import include_dir, load_inline
 from opbench.errors import CompileError, PrecompiledHeaderWarning
 
 torch = pytest.importorskip("torch", reason="load_inline needs torch")

@@ -1,4 +1,4 @@
-"""Precompiled headers (opbench.cpp.pch through build.build_library) with a small
+"""Precompiled headers (opbench.engines.cpp.pch through build.build_library) with a small
 standard-library header in place of torch's, so each build takes about a second: built
 once and reused, damaged entries rebuilt and never used, and the fallbacks (a
 compiler that cannot precompile, flags that make the compiler refuse the PCH)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from opbench.cpp import build, pch
+from opbench.engines.cpp import build, pch
 from opbench.errors import CompileError, PrecompiledHeaderWarning
 
 REAL_CXX = shutil.which("g++") or shutil.which("c++")

@@ -1,4 +1,4 @@
-"""opbench.cuda: device timing by CUDA events.
+"""opbench.engines.cuda: device timing by CUDA events.
 
 Everything that does not need a GPU runs against the fake driver of
 tests/fake_cuda: a C-ABI library these tests compile and hand to opbench's own
@@ -38,7 +38,7 @@ import warnings
 
 import pytest
 
-import opbench.cuda as oc
+import opbench.engines.cuda as oc
 from fake_cuda import HW_SLOWDOWN, ILLEGAL_ADDRESS, NOT_SUPPORTED, SW_POWER_CAP, FakeCuda, library
 from opbench import _C, errors
 from opbench.errors import LaunchHoldWarning, ResolutionWarning, ThrottleWarning
@@ -126,10 +126,10 @@ def test_throttle_and_reason_helpers():
 
 def test_import_needs_neither_torch_nor_driver():
     code = (
-        "import sys, opbench.cuda, opbench._C as C\n"
-        "assert 'torch' not in sys.modules, 'opbench.cuda imported torch'\n"
+        "import sys, opbench.engines.cuda, opbench._C as C\n"
+        "assert 'torch' not in sys.modules, 'opbench.engines.cuda imported torch'\n"
         "C._cuda_set_libraries('libopbench-absent-cuda.so.1')\n"
-        "import opbench.cuda\n"
+        "import opbench.engines.cuda\n"
         "print('ok')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
@@ -895,7 +895,7 @@ def test_gpu_synchronizing_statement_does_not_hang():
 def test_gpu_kernel_fault_is_reported_not_hung():
     # A device-side fault poisons the context, so it runs in its own process.
     code = (
-        "import torch, opbench.cuda as oc\n"
+        "import torch, opbench.engines.cuda as oc\n"
         "x = torch.zeros(4, device='cuda'); i = torch.tensor([1 << 40], device='cuda')\n"
         "t = oc.DeviceTimer(lambda: x.index_add_(0, i, x[:1]))\n"
         "try:\n    t.timeit(1)\nexcept oc.CudaError as e:\n    print(e.function, e.code)\n"

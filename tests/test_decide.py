@@ -1,4 +1,4 @@
-"""opbench.decide: verdicts on independent samples, paired looks and instruction counts."""
+"""opbench.stats.decide: verdicts on independent samples, paired looks and instruction counts."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from opbench import decide
+from opbench.stats import decide
 
 
 def times(seed, scale=1.0, n=40, noise=0.01):

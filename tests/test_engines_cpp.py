@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from opbench.cpp import build
-from opbench.engines.cpp import (
+from opbench.engines.cpp import build
+from opbench.engines.cpp.engine import (
     CppEngine as CppTimer,
 )
-from opbench.engines.cpp import (
+from opbench.engines.cpp.engine import (
     generate_source,
     layout_flags,
     torch_header,
@@ -216,7 +216,7 @@ def _logging_compiler(tmp_path: Path) -> tuple[Path, Path]:
 
 _CHILD = """
 import sys
-from opbench.engines.cpp import CppEngine as CppTimer
+from opbench.engines.cpp.engine import CppEngine as CppTimer
 t = CppTimer(stmt="sink = sink + 2;", setup="volatile int sink = 0;")
 assert t.timeit(100) > 0
 print("torch" in sys.modules)
@@ -282,7 +282,7 @@ class _MockCppEngine:
 
 def test_measurement_text_matches_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     torch_timer_mod = pytest.importorskip("torch.utils.benchmark.utils.timer")
-    import opbench.engines.cpp as cpp_timer_mod
+    import opbench.engines.cpp.engine as cpp_timer_mod
     from opbench.timer import Timer
 
     monkeypatch.setattr(torch_timer_mod, "CPPTimer", _MockCppEngine)
@@ -319,7 +319,7 @@ def test_first_call_is_the_first_call() -> None:
 def test_a_block_in_slices_runs_exactly_n_runs() -> None:
     # 1 ns slices: the loop hands control back at every stride; the runs still add
     # up to exactly n, and setup's state carries across the pauses.
-    from opbench.engines.cpp import _load
+    from opbench.engines.cpp.engine import _load
 
     lib = _load(stmt='if (++runs > limit) throw std::runtime_error("too many");',
                 setup="std::int64_t runs = 0; const std::int64_t limit = 5000;",
@@ -396,7 +396,7 @@ def test_layouts_must_be_a_small_positive_int() -> None:
 @needs_cxx
 def test_an_edited_header_rebuilds_instead_of_reusing_a_stale_library(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import opbench.engines.cpp as engine_module
+    import opbench.engines.cpp.engine as engine_module
 
     # A copy of opbench's own headers (an upgrade edits them in place) and a header of
     # the user's: both are read through the statement, so both must key the cache.

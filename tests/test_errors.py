@@ -10,7 +10,7 @@ import pytest
 import opbench
 from opbench import environment, errors
 from opbench.engines import Engine
-from opbench.results import load, save
+from opbench.store.results import load, save
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,8 @@ import time
 import pytest
 
 import opbench
-from opbench import executors
 from opbench.errors import PlacementError, SchedulerUnreachableError, SweepError
+from opbench.sweep import executors
 from sweep_faults import die_once
 
 distributed = pytest.importorskip("distributed", reason="Dask's distributed is not installed "
@@ -130,7 +130,7 @@ def test_a_closed_client_and_an_unreachable_scheduler_name_the_address(monkeypat
     with socket.socket() as s:  # a port with nothing listening
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    monkeypatch.setattr(executors, "CONNECT_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(executors.base, "CONNECT_TIMEOUT_S", 2.0)
     with pytest.raises(SchedulerUnreachableError,
                        match=f"no Dask scheduler reachable at tcp://127.0.0.1:{port}"):
         opbench.run_all([_ok(0)], "timeit", executor=f"tcp://127.0.0.1:{port}", number=1)

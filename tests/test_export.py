@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 import pytest
 
 import opbench
-from opbench.export import CSV_HEADER, to_csv, to_html, to_markdown
+from opbench.analysis.export import CSV_HEADER, to_csv, to_html, to_markdown
 
 
 def _m(median: float, *, label="add", sub_label="[1]", description="eager", env=None,

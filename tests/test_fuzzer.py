@@ -1,4 +1,4 @@
-"""opbench.fuzzer against torch.utils.benchmark's fuzzer: same seed, same draws.
+"""opbench.fuzz.fuzzer against torch.utils.benchmark's fuzzer: same seed, same draws.
 
 torch 2.13.0 rejects every normalised dict distribution (its check is inverted); where the
 installed torch has that bug (torch_bugs.py), the `torch_fuzzer` fixture corrects that one check,
@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.utils.benchmark as tb
 
-import opbench.fuzzer as ob
+import opbench.fuzz.fuzzer as ob
 import torch_bugs
 from conftest import assert_same_takes, assert_same_value
 
@@ -235,10 +235,10 @@ def test_module_imports_without_torch_and_use_says_install_torch():
     code = textwrap.dedent("""
         import sys
         sys.modules["torch"] = None  # makes `import torch` raise ImportError
-        import opbench.fuzzer, opbench.sparse_fuzzer
-        for use in (lambda: opbench.fuzzer.FuzzedParameter("n", 1, 2, "uniform"),
-                    lambda: opbench.fuzzer.Fuzzer([], []),
-                    lambda: __import__("opbench.op_fuzzers.binary")):
+        import opbench.fuzz.fuzzer, opbench.fuzz.sparse_fuzzer
+        for use in (lambda: opbench.fuzz.fuzzer.FuzzedParameter("n", 1, 2, "uniform"),
+                    lambda: opbench.fuzz.fuzzer.Fuzzer([], []),
+                    lambda: __import__("opbench.fuzz.op_fuzzers.binary")):
             try:
                 use()
             except ImportError as e:
@@ -254,7 +254,7 @@ def test_module_imports_without_torch_and_use_says_install_torch():
 
 
 def test_importing_fuzzer_module_does_not_import_torch():
-    code = "import sys, opbench.fuzzer; print('torch' in sys.modules)"
+    code = "import sys, opbench.fuzz.fuzzer; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60)
     assert result.stdout.strip() == "False", result.stderr

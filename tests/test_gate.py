@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from opbench.core.measurement import Measurement, TaskSpec
 from opbench.gate import compare
-from opbench.measurement import Measurement, TaskSpec
 
 
 def _m(t: float, name: str = "f", spread: float = 0.001, n: int = 20,

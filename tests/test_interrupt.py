@@ -100,7 +100,7 @@ def _cpp_interrupt(stmt: str, setup: str, cache) -> str:
     # The library is compiled and cached before READY, so the signal lands in the
     # statement's loop, not in the compiler.
     prepare = (f"import os; os.environ['OPBENCH_CACHE_DIR'] = {str(cache)!r}\n"
-               "from opbench.engines.cpp import CppEngine\n"
+               "from opbench.engines.cpp.engine import CppEngine\n"
                f"CppEngine(stmt={stmt!r}, setup={setup!r}).prepare()")
     return _interrupt(repr(stmt), 10**15, setup=prepare,
                       extra=f", setup={setup!r}, language='c++'")

@@ -1,19 +1,16 @@
 """The package's import graph reads as floors, with no cycles: a newcomer can change
 one floor knowing that nothing below it depends on it.
 
-Floors, bottom up (README, "Development"):
-  0 native    opbench._C
-  1 base      errors, checks, files, numerics, threads, text, environment, stats, progress
-  2 engines   how a statement runs: engines/*, cpp (toolchain), cuda (device timers)
-  3 core      Timer, Measurement, what a Timer drives directly (first call, converge,
-              profile, callgrind collection) and the fuzzers
-  4 analysis  tables, exports, plots, results files, decisions, A/B, compile studies
-  5 front     the command line, the pytest plugin, the package's own __init__
+The floors are declared once, in opbench/_floors.py (bottom up: native, base, stats,
+engines, core, callgrind, timer, store, analysis, sweep, front); the README's table
+(Development) and each floor package's docstring are checked against it here.
 
 A module may import only from its own floor or below, at module level or inside a
 function alike (an import inside a function is still a dependency), and the imports
-within the package must have no cycle. Imports under `if TYPE_CHECKING:` are for
-type checkers only and are ignored.
+within the package must have no cycle, neither between modules nor between the
+packages the floors list. Imports under `if TYPE_CHECKING:` are for type checkers
+only and are ignored. Inside the package, modules import by their new paths, never
+by the old flat ones that opbench._moved keeps for users.
 """
 from __future__ import annotations
 
@@ -22,24 +19,10 @@ import pathlib
 
 import pytest
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "python" / "opbench"
+from opbench import _floors, _moved
 
-FLOORS = {
-    0: ["opbench._C"],
-    1: ["opbench._version", "opbench.errors", "opbench._checks", "opbench._files",
-        "opbench._numerics", "opbench._threads", "opbench._text", "opbench.environment",
-        "opbench.stats", "opbench.progress", "opbench.placement", "opbench.sweep_file"],
-    2: ["opbench.engines", "opbench.cpp", "opbench.cuda", "opbench.callgrind.globals"],
-    3: ["opbench.measurement", "opbench.instructions", "opbench.timer", "opbench.first_call",
-        "opbench.stopping",
-        "opbench.profile", "opbench.fuzzer", "opbench.sparse_fuzzer", "opbench.op_fuzzers",
-        "opbench.callgrind", "opbench.executors"],
-    4: ["opbench.table", "opbench.compare", "opbench.export", "opbench.plot", "opbench.gate",
-        "opbench.baselines",
-        "opbench.results", "opbench.decide", "opbench.ab", "opbench.compile", "opbench.sweep",
-        "opbench.revision", "opbench.turns", "opbench.ab_session", "opbench.ab_report"],
-    5: ["opbench.cli", "opbench.pytest_plugin", "opbench.__main__", "opbench"],
-}
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "python" / "opbench"
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -55,18 +38,12 @@ MODULES = _modules()
 
 
 def floor_of(module: str) -> int:
-    """The floor of the longest prefix listed (``opbench.engines.cpp`` is on
-    ``opbench.engines``'s floor, unless listed itself)."""
-    best, floor = "", None
-    for level, names in FLOORS.items():
-        for name in names:
-            covers = module == name or (name != "opbench" and module.startswith(name + "."))
-            if covers and len(name) > len(best):
-                best, floor = name, level
-    if floor is None:
-        raise AssertionError(f"{module} has no floor: add it to FLOORS in tests/test_layers.py "
-                             "and to the README's Development section")
-    return floor
+    """The level of the floor holding ``module``'s longest listed prefix
+    (``opbench.engines.cpp.build`` is on ``opbench.engines``'s floor)."""
+    try:
+        return _floors.level(_floors.floor_of(module))
+    except ValueError as e:
+        raise AssertionError(str(e)) from None
 
 
 def _resolve(name: str) -> str | None:
@@ -108,6 +85,8 @@ def imports_of(module: str) -> set[str]:
         else:
             continue
         for name in names:
+            if _moved.new_name(name) is not None and name not in MODULES:
+                OLD_PATHS.append(f"{module}:{node.lineno}: {name} (now {_moved.new_name(name)})")
             if name == "opbench" or name.startswith("opbench."):
                 target = _resolve(name)
                 if target is not None and target != module:
@@ -115,6 +94,7 @@ def imports_of(module: str) -> set[str]:
     return found
 
 
+OLD_PATHS: list[str] = []
 GRAPH = {m: imports_of(m) for m in MODULES}
 
 
@@ -152,9 +132,63 @@ def test_no_import_cycles():
             visit(m)
 
 
+def test_no_cycle_between_the_floors_packages():
+    """Module cycles aside, two packages must not lean on each other either
+    (``core`` importing ``callgrind`` while ``callgrind`` imports ``core``)."""
+    units = {m: _floors.owner(m) for m in MODULES}
+    edges: dict[str, set[str]] = {}
+    for m, targets in GRAPH.items():
+        for t in targets:
+            a, b = units[m], units[t]
+            # The package's own __init__ imports everything: it is the top, not a peer.
+            if a != b and "opbench" not in (a, b):
+                edges.setdefault(a, set()).add(b)
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for n in edges.get(start, ()):
+            if n == goal or (n not in seen and (seen.add(n) or reaches(n, goal, seen))):
+                return True
+        return False
+
+    cycles = sorted(f"{a} <-> {b}" for a in edges for b in edges[a] if reaches(b, a, set()))
+    assert not cycles, "packages importing each other: " + ", ".join(cycles)
+
+
+def test_the_package_imports_new_paths_only():
+    assert not OLD_PATHS, "old flat import paths inside the package:\n" + "\n".join(OLD_PATHS)
+
+
 def test_the_floors_list_only_real_modules():
-    listed = [name for names in FLOORS.values() for name in names]
+    listed = [name for floor in _floors.FLOORS for name in floor.members]
     assert not [n for n in listed if n not in MODULES], "FLOORS names a module that does not exist"
+    assert sorted(_floors.PACKAGES) == sorted(n for n in listed if MODULES[n].name == "__init__.py"
+                                               and n != "opbench")
+
+
+def test_the_readme_table_is_the_declared_floors():
+    """The README shows _floors.readme_table() verbatim; after changing the floors
+    or adding a module to a floor package, paste its output in the README."""
+    readme = (ROOT / "README.md").read_text()
+    table = _floors.readme_table()
+    assert table in readme, ("README's floor table differs from opbench/_floors.py; replace it with "
+                             "the output of: python -c 'from opbench import _floors; "
+                             "print(_floors.readme_table())'")
+
+
+@pytest.mark.parametrize("package", _floors.PACKAGES)
+def test_each_floor_package_says_what_it_may_import(package):
+    doc = ast.get_docstring(ast.parse(MODULES[package].read_text())) or ""
+    assert " ".join(_floors.may_import(package).split()) in " ".join(doc.split()), (
+        f"{package}'s docstring lacks: {_floors.may_import(package)}")
+
+
+def test_old_paths_are_the_new_modules():
+    """Every old flat path in opbench._moved imports, as the module at its new path."""
+    import importlib
+
+    for old, new in _moved.MOVED.items():
+        assert new in MODULES, f"{old} moved to {new}, which does not exist"
+        assert importlib.import_module(old) is importlib.import_module(new)
 
 
 def test_nothing_outside_timer_py_reaches_into_a_timer():

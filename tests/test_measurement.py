@@ -62,7 +62,7 @@ def test_statistics_and_text_match_torch(seed):
 
 def test_repr_names_opbench_class():
     m = opbench.Measurement(1, [1e-6], opbench.TaskSpec("f()", "pass"))
-    assert repr(m).startswith("<opbench.measurement.Measurement object at 0x")
+    assert repr(m).startswith("<opbench.core.measurement.Measurement object at 0x")
 
 
 def test_forwards_taskspec_fields():

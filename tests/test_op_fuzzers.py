@@ -1,4 +1,4 @@
-"""opbench.op_fuzzers against torch.utils.benchmark.op_fuzzers: same seed, same inputs.
+"""opbench.fuzz.op_fuzzers against torch.utils.benchmark.op_fuzzers: same seed, same inputs.
 
 The op fuzzers draw tensors of up to 32 Mi elements (2 GB allocations), so values are compared
 for the recipe's `BinaryOpFuzzer(seed=0).take(10)` and a few cheap seeds of every fuzzer, while
@@ -16,12 +16,12 @@ import torch
 import torch.utils.benchmark.utils.fuzzer as torch_fuzzer_module
 import torch.utils.benchmark.utils.sparse_fuzzer as torch_sparse_module
 
-import opbench.fuzzer as ob
-import opbench.sparse_fuzzer as ob_sparse
+import opbench.fuzz.fuzzer as ob
+import opbench.fuzz.sparse_fuzzer as ob_sparse
 import torch_bugs
 from conftest import assert_same_takes
 
-# (module, class) in both torch.utils.benchmark.op_fuzzers and opbench.op_fuzzers.
+# (module, class) in both torch.utils.benchmark.op_fuzzers and opbench.fuzz.op_fuzzers.
 DENSE = [("binary", "BinaryOpFuzzer"), ("unary", "UnaryOpFuzzer"),
          ("spectral", "SpectralOpFuzzer")]
 SPARSE = [("sparse_binary", "BinaryOpSparseFuzzer"), ("sparse_unary", "UnaryOpSparseFuzzer")]

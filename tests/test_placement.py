@@ -13,7 +13,7 @@ import pytest
 
 import opbench
 from opbench.errors import PlacementError
-from opbench.placement import Needs, needs_of, reserve
+from opbench.sweep.placement import Needs, needs_of, reserve
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
                                 reason="pinning uses Linux affinity calls")
@@ -70,7 +70,7 @@ def test_two_processes_never_share_a_core(slots):
         pytest.skip("needs two cores")
     code = textwrap.dedent("""
         import sys, time
-        from opbench.placement import Needs, reserve
+        from opbench.sweep.placement import Needs, reserve
         with reserve(Needs(cpus=1)) as slot:
             print(slot["cpus"][0], flush=True)
             time.sleep(1.0)

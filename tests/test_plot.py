@@ -7,7 +7,7 @@ import os
 import pytest
 
 import opbench
-from opbench.plot import iqr_interval, plot_bars, plot_speedup
+from opbench.analysis.plot import iqr_interval, plot_bars, plot_speedup
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib (the `plot` extra)")
 

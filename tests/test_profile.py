@@ -6,7 +6,7 @@ import pstats
 import pytest
 
 import opbench
-from opbench.profile import ProfileRow, profile
+from opbench.core.profile import ProfileRow, profile
 
 
 def leaf():
@@ -42,7 +42,7 @@ def test_callable_statement_counts_per_run():
 def test_harness_frames_are_removed():
     report = profile(opbench.Timer(top_level), number=50)
     text = " ".join(_names(report))
-    for harness in ("_drive", "disable", "_lsprof", "inner", "_loop.py", "opbench/profile.py"):
+    for harness in ("_drive", "disable", "_lsprof", "inner", "_loop.py", "opbench/core/profile.py"):
         assert harness not in text, harness
 
 

@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from conftest import PYTEST_PLUGIN_ARGS as PLUGIN
-from opbench.results import load
+from opbench.store.results import load
 
 pytest_plugins = ["pytester"]
 
@@ -438,7 +438,7 @@ def test_xdist_workers_take_turns_and_raise_no_false_alarm(bench: pytest.Pyteste
 
 
 def test_plugin_import_is_torch_free() -> None:
-    code = ("import sys, opbench.pytest_plugin\n"
+    code = ("import sys, opbench.integrations.pytest_plugin\n"
             "assert 'torch' not in sys.modules\n"
             "assert 'opbench.gate' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

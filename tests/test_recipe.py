@@ -110,7 +110,7 @@ def test_step_6_pickled_ab_results():
 
 def test_step_7_fuzzed_inputs():
     from opbench import FuzzedParameter, FuzzedTensor, Fuzzer
-    from opbench.op_fuzzers import binary
+    from opbench.fuzz.op_fuzzers import binary
 
     example_fuzzer = Fuzzer(
         parameters=[

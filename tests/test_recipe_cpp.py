@@ -1,6 +1,6 @@
 """The recipe's section 8 (examples/recipe_section8.py): two load_inline
 implementations compared with opbench, by time and by instruction counts. One
-opbench.cpp.load_inline build shared by every test in this file, through the
+opbench.engines.cpp.load_inline build shared by every test in this file, through the
 run's shared C++ cache (torch's extension header is precompiled once per run);
 two callgrind collections (~20 s each under valgrind)."""
 from __future__ import annotations

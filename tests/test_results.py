@@ -1,4 +1,4 @@
-"""opbench.results: versioned JSON results files, exact round trips, strict loading."""
+"""opbench.store.results: versioned JSON results files, exact round trips, strict loading."""
 from __future__ import annotations
 
 import collections
@@ -13,10 +13,11 @@ import pytest
 
 import opbench
 from conftest import strip_object_line
-from opbench import errors, results
-from opbench.instructions import InstructionCounts
-from opbench.measurement import Measurement, TaskSpec
-from opbench.results import ResultsFileError, dumps, load, save
+from opbench import errors
+from opbench.core.instructions import InstructionCounts
+from opbench.core.measurement import Measurement, TaskSpec
+from opbench.store import results
+from opbench.store.results import ResultsFileError, dumps, load, save
 
 ENV = {"hostname": "h", "cpu_count": 2}
 
@@ -164,7 +165,7 @@ def test_bad_input_writes_nothing(tmp_path):
 
 
 def test_dumps_loads_round_trip_and_name_the_source():
-    from opbench.results import dumps, loads
+    from opbench.store.results import dumps, loads
 
     m = Measurement(3, [1e-6, 2e-6], TaskSpec("f()", "pass", label="L"))
     back = loads(dumps([m], environment={"host": "x"}))

@@ -1,4 +1,4 @@
-"""opbench.revision: a command run at a git revision, on a real repository made here."""
+"""opbench.gate.revision: a command run at a git revision, on a real repository made here."""
 from __future__ import annotations
 
 import os
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTEST_PLUGIN_ARGS
-from opbench import revision
 from opbench.errors import Error
-from opbench.revision import RESULTS_ENV, RevisionError
+from opbench.gate import revision
+from opbench.gate.revision import RESULTS_ENV, RevisionError
 
 # Saves one result whose time is mylib.COST: what each side of an A/B saves.
 SCRIPT = textwrap.dedent(f"""
@@ -53,7 +53,7 @@ def worktrees(repo: Path) -> list[str]:
 
 
 def cost(run: revision.Run) -> float:
-    from opbench.results import load
+    from opbench.store.results import load
 
     assert run.ok, run.problem
     assert run.results is not None
@@ -145,7 +145,7 @@ def test_pytest_runs_save_through_the_plugin(repo: Path) -> None:
                                    *PYTEST_PLUGIN_ARGS, "test_b.py"], repo=repo)
     assert run.command[-1].startswith("--opbench-save=")
     assert run.ok, run.output
-    from opbench.results import load
+    from opbench.store.results import load
 
     assert [m.task_spec.key for m in load(run.results)] == ["test_b.py::test_b"]  # type: ignore[arg-type]
 
@@ -188,7 +188,7 @@ def test_ctrl_c_stops_the_command_and_removes_the_worktree(repo: Path, tmp_path:
     marker = tmp_path / "started"
     driver = textwrap.dedent(f"""
         import sys
-        from opbench import revision
+        from opbench.gate import revision
         with revision.sigterm_as_interrupt():
             try:
                 revision.run_at("HEAD", [sys.executable, "-c",

@@ -12,7 +12,7 @@ from math import comb
 import pytest
 
 from opbench import errors, stats
-from opbench.measurement import Measurement, TaskSpec
+from opbench.core.measurement import Measurement, TaskSpec
 
 
 @pytest.fixture(autouse=True)

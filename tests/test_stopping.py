@@ -1,4 +1,4 @@
-"""opbench.stopping.converge: stop when the median's confidence interval is narrow enough."""
+"""opbench.core.stopping.converge: stop when the median's confidence interval is narrow enough."""
 from __future__ import annotations
 
 import random
@@ -7,7 +7,7 @@ import pytest
 
 from conftest import MockTimer
 from opbench import errors, stats
-from opbench.stopping import converge
+from opbench.core.stopping import converge
 from opbench.timer import Timer
 
 COST = 2e-6

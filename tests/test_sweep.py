@@ -19,13 +19,14 @@ import time
 import pytest
 
 import opbench
-from opbench import executors, sweep
+from opbench import sweep
 from opbench.errors import (
     PlacementError,
     ResultsFileError,
     SerializationError,
     SweepError,
 )
+from opbench.sweep import executors
 from sweep_faults import die_once
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_getaffinity"),
@@ -208,8 +209,7 @@ def test_failures_are_written_and_rerun_on_resume(tmp_path):
     with pytest.raises(SweepError):
         opbench.run_all(timers, "timeit", executor="processes", progress=False,
                         results_path=path, number=5)
-    from opbench import sweep_file
-
+    from opbench.store import sweep_file
     (failed,) = sweep_file.failures(path.read_bytes())
     assert failed["index"] == 0 and failed["error"] == "AssertionError: not yet"
     marker.touch()
@@ -308,17 +308,17 @@ def test_import_opbench_imports_neither_dask_nor_ray():
 
 
 def test_a_cluster_unusable_for_the_grace_period_stops_the_sweep(monkeypatch):
-    from opbench import executors
     from opbench.errors import SchedulerUnreachableError
+    from opbench.sweep import executors
 
     class Gone(executors._Executor):
         def _usable(self):
             return False
 
     clock = [1000.0]
-    monkeypatch.setattr(executors.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(executors.base.time, "monotonic", lambda: clock[0])
     gone = Gone()
-    for _ in range(int(executors.LOST_GRACE_S // 2.5) + 1):
+    for _ in range(int(executors.base.LOST_GRACE_S // 2.5) + 1):
         gone.check()  # unusable, but not for long yet
         clock[0] += 2.5
     with pytest.raises(SchedulerUnreachableError, match="the cluster cannot run"):
@@ -327,7 +327,7 @@ def test_a_cluster_unusable_for_the_grace_period_stops_the_sweep(monkeypatch):
 
 def test_a_worker_with_other_timing_variables_is_flagged(monkeypatch):
     monkeypatch.setattr(opbench.errors, "_shown", set())  # shown once per process: fresh here
-    monkeypatch.setattr(executors, "_environment_at_start", lambda: {"OMP_NUM_THREADS": "3"})
+    monkeypatch.setattr(executors.probe, "_environment_at_start", lambda: {"OMP_NUM_THREADS": "3"})
     m = opbench.Measurement(1, [1e-6], opbench.TaskSpec("f()", "pass"))
     env = {"hostname": "h", "variables": {"MALLOC_TRIM_THRESHOLD_": "65536"}}
     with pytest.warns(opbench.MachineWarning,

@@ -9,10 +9,11 @@ import warnings
 import pytest
 
 import opbench
-from opbench import Measurement, TaskSpec, sweep_file
+from opbench import Measurement, TaskSpec
 from opbench.errors import ResultsFileError, ResultsFileWarning
-from opbench.results import dumps
-from opbench.sweep_file import SweepWriter
+from opbench.store import sweep_file
+from opbench.store.results import dumps
+from opbench.store.sweep_file import SweepWriter
 
 
 def _doc(host, median, sub_label="n=1", env=None):

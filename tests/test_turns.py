@@ -1,4 +1,4 @@
-"""opbench.turns: two workers take turns to time, never both at once, in ABBA order."""
+"""opbench.gate.turns: two workers take turns to time, never both at once, in ABBA order."""
 from __future__ import annotations
 
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from opbench.turns import Coordinator, TakingTurns, TurnClient
+from opbench.gate.turns import Coordinator, TakingTurns, TurnClient
 
 
 def _workers(coordinator: Coordinator, blocks: list[int], log: list[tuple[int, str]],

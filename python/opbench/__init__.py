@@ -16,14 +16,24 @@ from typing import Any
 
 # `opbench.timer` is the module opbench/timer.py, callable as torch's clock
 # function `torch.utils.benchmark.timer` is (see timer._CallableModule).
-from opbench import cuda, progress, timer
+# Importing _moved lets the modules that moved into subpackages import by their
+# old flat paths (`import opbench.results`, `-p opbench.pytest_plugin`).
+from opbench import _moved, progress, timer  # noqa: F401 (_moved: imported for its finder)
 from opbench._threads import set_torch_threads
 from opbench._version import __version__
-from opbench.ab import ABResult, compare_ab
+from opbench.analysis.compare import Colorize, Compare
 from opbench.callgrind import CallgrindStats, CopyIfCallgrind, FunctionCount, FunctionCounts
 from opbench.callgrind.collect import collect_callgrind_all
-from opbench.compare import Colorize, Compare
-from opbench.cpp import include_dir
+from opbench.core.measurement import (
+    Measurement,
+    TaskSpec,
+    ordered_unique,
+    select_unit,
+    trim_sigfig,
+    unit_to_english,
+)
+from opbench.engines import cuda
+from opbench.engines.cpp import include_dir
 from opbench.errors import (
     BenchmarkWarning,
     CallgrindError,
@@ -49,16 +59,8 @@ from opbench.errors import (
     ThrottleWarning,
     UsageError,
 )
-from opbench.measurement import (
-    Measurement,
-    TaskSpec,
-    ordered_unique,
-    select_unit,
-    trim_sigfig,
-    unit_to_english,
-)
 from opbench.progress import Progress
-from opbench.results import load, save
+from opbench.store.results import load, save
 from opbench.timer import Language, Timer, default_timer
 
 
@@ -76,11 +78,14 @@ setattr(progress, "__getattr__", _progress_getattr)  # noqa: B010 (a module hook
 # Names imported on first use, so `import opbench` stays fast and torch-free:
 # public name -> (module, attribute).
 _LAZY = {
-    "Fuzzer": ("opbench.fuzzer", "Fuzzer"),
-    "FuzzedParameter": ("opbench.fuzzer", "FuzzedParameter"),
-    "FuzzedTensor": ("opbench.fuzzer", "FuzzedTensor"),
-    "ParameterAlias": ("opbench.fuzzer", "ParameterAlias"),
-    "FuzzedSparseTensor": ("opbench.sparse_fuzzer", "FuzzedSparseTensor"),
+    "Fuzzer": ("opbench.fuzz.fuzzer", "Fuzzer"),
+    "FuzzedParameter": ("opbench.fuzz.fuzzer", "FuzzedParameter"),
+    "FuzzedTensor": ("opbench.fuzz.fuzzer", "FuzzedTensor"),
+    "ParameterAlias": ("opbench.fuzz.fuzzer", "ParameterAlias"),
+    "FuzzedSparseTensor": ("opbench.fuzz.sparse_fuzzer", "FuzzedSparseTensor"),
+    # A/B runs live beside the gate (opbench.gate): importing them would import it.
+    "ABResult": ("opbench.gate.ab", "ABResult"),
+    "compare_ab": ("opbench.gate.ab", "compare_ab"),
     # Sweeps bring executors (sockets, subprocess pools): 20 ms of every import.
     "run_all": ("opbench.sweep", "run_all"),
     # The name opbench 0.1 gave CompileError.
@@ -89,7 +94,6 @@ _LAZY = {
 
 __all__ = [
     "__version__",
-    "ABResult",
     "BenchmarkWarning",
     "CallgrindError",
     "CallgrindStats",
@@ -124,7 +128,6 @@ __all__ = [
     "ThrottleWarning",
     "Timer",
     "UsageError",
-    "compare_ab",
     "collect_callgrind_all",
     "cuda",
     "default_timer",
@@ -143,7 +146,8 @@ __all__ = [
 
 
 # Submodules reachable as attributes without an explicit import
-# (`opbench.compile.bench_all(...)`), loaded on first access.
+# (`opbench.compile.bench_all(...)`), loaded on first access through their
+# old paths (opbench._moved).
 _LAZY_MODULES = {"compile", "plot", "export", "profile", "op_fuzzers", "fuzzer", "stats"}
 
 

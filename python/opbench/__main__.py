@@ -1,7 +1,7 @@
-"""``python -m opbench``: see ``opbench.cli``."""
+"""``python -m opbench``: see ``opbench.integrations.cli``."""
 import sys
 
-from opbench.cli import main
+from opbench.integrations.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

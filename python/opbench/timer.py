@@ -25,15 +25,16 @@ import types
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from opbench import _C, environment, first_call
+from opbench import _C, environment
 from opbench._checks import check_count, check_positive
-from opbench._numerics import f32
 from opbench._threads import set_torch_threads
 from opbench.callgrind.globals import CopyIfCallgrind
+from opbench.core import first_call
+from opbench.core.measurement import Measurement, TaskSpec
 from opbench.engines import Engine, as_engine
 from opbench.engines.python import PythonEngine, check_syntax, default_timer, is_python_code
 from opbench.errors import WarningRecord, recording
-from opbench.measurement import Measurement, TaskSpec
+from opbench.stats.numerics import f32
 
 __all__ = ["Language", "Timer", "default_timer"]
 
@@ -250,7 +251,7 @@ class Timer:
                 raise TypeError("C++ timers take stmt and setup as strings of C++ code")
             if self._timer_cls is not PythonEngine:
                 raise AssertionError("_timer_cls has already been swapped.")
-            from opbench.engines.cpp import CppEngine
+            from opbench.engines.cpp.engine import CppEngine
 
             engine_cls = CppEngine
             self._language = Language.CPP
@@ -268,7 +269,7 @@ class Timer:
             **engine_kwargs,
         ))
         if device_timing is not None:
-            from opbench.engines.cuda import DeviceEngine
+            from opbench.engines.cuda.engine import DeviceEngine
 
             self._engine = DeviceEngine(self._engine, device_timing, l2_cache)
         self._info: dict[str, Any] = {}
@@ -564,8 +565,8 @@ class Timer:
     def profile(self, number: int = 1000, top: int = 20) -> Any:
         """Runs the statement ``number`` times under cProfile; returns the top
         functions by cumulative and own time, the harness's frames removed
-        (``opbench.profile.ProfileReport``; ``.dump(path)`` for snakeviz)."""
-        from opbench.profile import profile
+        (``opbench.core.profile.ProfileReport``; ``.dump(path)`` for snakeviz)."""
+        from opbench.core.profile import profile
 
         return profile(self, number, top)
 
@@ -573,8 +574,8 @@ class Timer:
         """Measures until the median's 95% confidence interval is within +-``target``
         (relative), with minimum samples and time, a time limit and a plateau
         exit; ``Measurement.converged`` says whether the target was reached.
-        Keywords: see ``opbench.stopping.converge``."""
-        from opbench.stopping import converge
+        Keywords: see ``opbench.core.stopping.converge``."""
+        from opbench.core.stopping import converge
 
         return converge(self, target, **kwargs)
 

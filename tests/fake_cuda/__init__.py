@@ -10,7 +10,7 @@ drives the controls through ctypes. Nothing of the fake is in ``opbench._C``.
 Example:
     >>> fake = FakeCuda(library())            # doctest: +SKIP
     >>> fake.configure(queue_depth=64)        # doctest: +SKIP
-    >>> t = opbench.cuda.DeviceTimer(fake.kernel(0.5))  # doctest: +SKIP
+    >>> t = opbench.engines.cuda.DeviceTimer(fake.kernel(0.5))  # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from opbench import _C
-from opbench.cpp.build import find_compiler
+from opbench.engines.cpp.build import find_compiler
 from opbench.errors import CompilerNotFoundError
 
 HERE = Path(__file__).resolve().parent

@@ -4,6 +4,8 @@
 its per-function counts are :class:`FunctionCounts`. Globals crossing into the
 callgrind child process must be wrapped in :class:`CopyIfCallgrind`.
 
+Floor: callgrind (may import from native, base, stats, engines, core and its own floor).
+
 Example:
     >>> from opbench.callgrind import FunctionCount, FunctionCounts
     >>> FunctionCounts((FunctionCount(7, "a.c:f"),), inclusive=False).sum()

@@ -183,7 +183,7 @@ def _run_cpp(job: Job, cg: Any) -> None:
     if job.import_torch:
         import torch  # noqa: F401  (libtorch's symbols, for the library to bind against)
     _set_threads(job.num_threads)
-    from opbench.engines.cpp import _Library
+    from opbench.engines.cpp.engine import _Library
 
     lib = _LIBRARIES.get(job.library)
     if lib is None:

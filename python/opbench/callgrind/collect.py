@@ -88,7 +88,7 @@ def _built_with_debug_symbols() -> bool:
 
 def _job(timer: Any, data_dir: str, *, number: int, repeats: int, collect_baseline: bool,
          where: str = "") -> _child.Job:
-    from opbench.engines.cpp import CppEngine  # here: engines.cpp is slow to import
+    from opbench.engines.cpp.engine import CppEngine  # here: engines.cpp is slow to import
 
     if isinstance(timer.engine, CppEngine):
         return _child.cpp_job(timer, number=number, repeats=repeats)

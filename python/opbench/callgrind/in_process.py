@@ -17,10 +17,10 @@ it counts (as ``timeit`` times), and takes the least count over a few shifts of
 the allocator's pools (see ``_HEAP_OFFSETS``); the pytest plugin also fixes
 ``PYTHONHASHSEED``. Code that allocates much can still differ by a fraction of
 a percent between repeats; ``info["spread"]`` reports it and the gate's verdict
-allows for it (``opbench.decide.counts``). The empty-call loop is counted the
+allows for it (``opbench.stats.decide.counts``). The empty-call loop is counted the
 same way and reported as the baseline.
 
-Example (only under valgrind; see ``opbench.pytest_plugin``)::
+Example (only under valgrind; see ``opbench.integrations.pytest_plugin``)::
 
     counts = count(lambda: sorted(xs), number=100, repeats=3, task_spec=spec,
                    out_prefix=os.environ[OUT_PREFIX_ENV])
@@ -37,9 +37,9 @@ from typing import Any
 from opbench import _C
 from opbench.callgrind._parse import parse_callgrind_out
 from opbench.callgrind.function_counts import FunctionCount, FunctionCounts
+from opbench.core.instructions import InstructionCounts
+from opbench.core.measurement import TaskSpec
 from opbench.errors import CallgrindError, CallgrindUnavailableError
-from opbench.instructions import InstructionCounts
-from opbench.measurement import TaskSpec
 
 __all__ = ["OUT_PREFIX_ENV", "count", "running"]
 

@@ -4,7 +4,7 @@ Mirrors ``torch.utils.benchmark.CallgrindStats`` (same fields, methods and
 ``__repr__`` text apart from the class path) without importing torch.
 
 Example:
-    >>> from opbench.measurement import TaskSpec
+    >>> from opbench.core.measurement import TaskSpec
     >>> from opbench.callgrind.function_counts import FunctionCount
     >>> fc = FunctionCounts((FunctionCount(100, "a.c:f"),), inclusive=False)
     >>> none = FunctionCounts((), inclusive=False)
@@ -50,7 +50,7 @@ class CallgrindStats:
     ``delta()`` to diff two results.
     """
 
-    task_spec: Any  # opbench.measurement.TaskSpec
+    task_spec: Any  # opbench.core.measurement.TaskSpec
     number_per_run: int
     built_with_debug_symbols: bool
     baseline_inclusive_stats: FunctionCounts

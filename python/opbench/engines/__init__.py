@@ -19,6 +19,12 @@ through (``Timer._timer_cls``)::
 writes only what it needs and Timer never asks what kind of engine it has. A
 plain ``timeit.Timer``-like object (a mock) is wrapped in ``Foreign``.
 
+Engines: ``python`` (Python statements), ``cpp/`` (C++ statements: ``engine``, and the
+toolchain ``opbench.cpp`` is: ``build``, ``pch``, ``extension``), ``cuda/`` (device time:
+``opbench.cuda``'s timers and events, and ``engine``).
+
+Floor: engines (may import from native, base, stats and its own floor).
+
 Example:
     >>> class Fixed(Engine):
     ...     def timeit(self, number):

@@ -1,0 +1,8 @@
+"""Front ends: the ``opbench`` command line and the pytest plugin.
+
+- ``cli/``: ``opbench timeit|compare|show|demo`` (one module per command).
+- ``pytest_plugin``: the ``opbench`` fixture, ``--opbench-*`` options, saving and comparing runs.
+
+Floor: front (may import from native, base, stats, engines, core, callgrind, timer, store, analysis,
+sweep and its own floor).
+"""

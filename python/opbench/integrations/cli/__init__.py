@@ -1,0 +1,108 @@
+"""``opbench <command>`` (or ``python -m opbench <command>``): one module per command.
+
+Each command module defines ``add_parser(subparsers)`` (registering its
+arguments, with help) and ``run(args) -> int`` (the exit status). Errors go to
+stderr as ``<prog> <command>: error: ...`` after the command's usage, with exit
+status 2; ``--help`` works on every command.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from opbench.errors import UsageError
+
+__all__ = ["COMMANDS", "UsageError", "build_parser", "command_parser", "main", "parse_fraction",
+           "use_color"]
+
+# Command name -> module; modules import what they need only when run, so
+# `opbench --help` stays fast and torch-free.
+COMMANDS = {
+    "demo": "opbench.integrations.cli.demo",
+    "timeit": "opbench.integrations.cli.timeit",
+    "compare": "opbench.integrations.cli.compare",
+    "show": "opbench.integrations.cli.show",
+    "ab": "opbench.integrations.cli.ab",
+}
+
+
+def command_parser(
+    subparsers: argparse._SubParsersAction, name: str, help: str, doc: str | None
+) -> argparse.ArgumentParser:
+    """A command's parser: ``help`` for the command list, the module's docstring
+    (its usage, meaning and exit status) for ``--help``."""
+    return subparsers.add_parser(  # type: ignore[no-any-return]
+        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def parse_fraction(text: str, option: str) -> float:
+    """'5%' or '0.05' -> 0.05; raises UsageError, naming ``option``, outside (0, 1).
+
+    >>> parse_fraction("5%", "--threshold"), parse_fraction("0.01", "--converge")
+    (0.05, 0.01)
+    """
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise UsageError(f"{option} must look like '5%' or '0.05', got {text!r}") from None
+    if not 0 < value < 1:
+        raise UsageError(f"{option} must be between 0% and 100% (exclusive), got {text!r}")
+    return value
+
+
+def add_color_option(parser: argparse.ArgumentParser) -> None:
+    """``--color auto|always|never``, the same on every command that colours."""
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the table: on a terminal unless NO_COLOR is set (auto, "
+                             "the default), always, or never")
+
+
+def use_color(choice: str, stream: object = None) -> bool:
+    """Whether to colour: ``always``/``never`` as said; ``auto`` on a terminal, unless the
+    ``NO_COLOR`` environment variable is set (https://no-color.org)."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream if stream is not None else sys.stdout, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
+def _program_name() -> str:
+    """``opbench`` when run as the installed script, ``python -m opbench`` otherwise."""
+    invoked = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "opbench" if invoked == "opbench" else "python -m opbench"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=_program_name(),
+        description="opbench: micro-benchmarks for PyTorch, Python and C++.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module_name in COMMANDS.values():
+        module = importlib.import_module(module_name)
+        sub = module.add_parser(subparsers)
+        sub.set_defaults(_run=module.run, _parser=sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's own usage, not the program's
+        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        return int(args._run(args) or 0)
+    except UsageError as e:
+        args._parser.print_usage(sys.stderr)
+        print(f"{args._parser.prog}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

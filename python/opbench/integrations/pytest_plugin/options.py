@@ -1,0 +1,76 @@
+"""The plugin's command-line options (``--opbench-*``), and the one that picks tests:
+``--opbench-only`` / ``--opbench-skip``."""
+from __future__ import annotations
+
+import pytest
+
+# Methods of opbench.Timer (or opbench.core.stopping) the fixture measures with.
+_METHODS = ("blocked_autorange", "adaptive_autorange", "converge")
+_SORT_KEYS = ("name", "median", "iqr", "samples", "ops")
+_LATEST = "latest"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("opbench", "opbench benchmarks (the `opbench` fixture)")
+    add = group.addoption
+    add("--opbench-save", metavar="PATH", default=None,
+        help="write the session's results to PATH (opbench JSON), keeping the benchmarks "
+             "of a file already there that this run did not measure (default: "
+             "$OPBENCH_RESULTS_FILE when set, as in the runs of opbench ab).")
+    add("--opbench-autosave", action="store_true", default=False,
+        help="save the results as this machine's next numbered run under .opbench/.")
+    add("--opbench-compare", metavar="PATH", nargs="?", const=_LATEST, default=None,
+        help="compare the results with a saved file (no PATH: this machine's latest "
+             "autosaved run).")
+    add("--opbench-fail-above", metavar="THRESHOLD", default=None,
+        help="with --opbench-compare: fail the session when a benchmark is slower by more "
+             "than THRESHOLD ('5%%' or '0.05').")
+    add("--opbench-inconclusive", choices=("fail", "warn", "pass"), default="fail",
+        help="an undecided benchmark whose medians moved beyond the threshold: fail "
+             "(default), warn or pass.")
+    add("--opbench-fail-on-missing", action="store_true", default=False,
+        help="fail when a benchmark of the baseline did not run.")
+    add("--opbench-base", metavar="REV", default=None,
+        help="A/B this suite against git revision REV: runs this same pytest command on REV "
+             "and on the working tree in interleaved rounds (python -m opbench ab) and fails "
+             "on a regression; --opbench-fail-above sets the threshold (default 5%%).")
+    add("--opbench-rounds", type=int, default=5, metavar="N",
+        help="with --opbench-base: rounds at most (default 5; fewer once all is decided).")
+    add("--opbench-report", metavar="PATH", default=None,
+        help="write the gate's report (--opbench-compare or --opbench-base) to PATH.")
+    add("--opbench-format", choices=("text", "markdown", "json"), default="markdown",
+        help="format of --opbench-report: markdown (default: a PR comment), json or text.")
+    add("--opbench-mode", choices=("time", "instructions"), default="time",
+        help="time (default), or count instructions under callgrind (needs valgrind).")
+    add("--opbench-disable", action="store_true", default=False,
+        help="run each benchmark once (fast test runs): the fixture returns a Measurement of "
+             "that call; nothing is saved or compared.")
+    add("--opbench-min-time", type=float, default=0.2, metavar="S",
+        help="seconds each benchmark measures at least (default 0.2).")
+    add("--opbench-max-time", type=float, default=None, metavar="S",
+        help="seconds after which a benchmark stops, samples or not (default: none).")
+    add("--opbench-min-samples", type=int, default=10, metavar="K",
+        help="blocks each benchmark measures at least (default 10: enough to decide).")
+    add("--opbench-only", action="store_true", default=False,
+        help="run only the tests that use the opbench fixture.")
+    add("--opbench-skip", action="store_true", default=False,
+        help="skip the tests that use the opbench fixture.")
+    add("--opbench-sort", choices=_SORT_KEYS, default="name",
+        help="order of the summary tables (default: name).")
+    add("--opbench-no-lock", action="store_true", default=False,
+        help="with xdist: let workers time at the same moment (default: a lock serialises "
+             "the timed regions).")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    only, skip = config.getoption("opbench_only"), config.getoption("opbench_skip")
+    if not (only or skip):
+        return
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        benchmark = "opbench" in getattr(item, "fixturenames", ())
+        (keep if benchmark == bool(only) else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -1,0 +1,83 @@
+"""The end of the session: results move from xdist workers to the controller, which
+compares them with the baseline (before anything is saved, as the save may overwrite
+the baseline's file), then saves them (``--opbench-save``, ``--opbench-autosave``)
+and sets the session's exit status."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from opbench.integrations.pytest_plugin.session import _STATE, _baseline_root, _Session
+from opbench.integrations.pytest_plugin.xdist import _WORKER_KEY
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: a worker finished; keep the results it sent."""
+    text = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+    if text:
+        from opbench.store.results import loads
+
+        node.config.stash[_STATE].results.extend(
+            loads(text, source=f"xdist worker {node}").all())
+
+
+def _gate(state: _Session) -> None:
+    """Compares the session's results with the baseline (before anything is saved)."""
+    from opbench import gate
+    from opbench.errors import NothingToCompareError
+
+    try:
+        state.report = gate.compare(state.baseline, state.results, threshold=state.threshold,
+                                    enforced=state.fail_above is not None,
+                                    inconclusive=state.inconclusive,
+                                    fail_on_missing=state.fail_on_missing)
+    except NothingToCompareError as e:
+        state.gate_error = str(e)
+
+
+def _save(state: _Session, config: pytest.Config) -> list[str]:
+    from opbench.store import baselines
+    from opbench.store.results import merge, save
+
+    written = []
+    if state.save_path is not None:
+        kept = merge(state.previous.all(), state.results) if state.previous else state.results
+        save(kept, state.save_path)
+        written.append(f"saved {len(state.results)} result(s) to {state.save_path}"
+                       + (f" ({len(kept) - len(state.results)} kept from before)"
+                          if len(kept) > len(state.results) else ""))
+    if state.autosave:
+        written.append(f"saved this run as {baselines.autosave(state.results, _baseline_root(config))}")
+    return written
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    state = config.stash.get(_STATE, None)
+    if state is None or state.disabled:
+        return
+    if state.is_worker:
+        from opbench.store.results import dumps
+
+        config.workeroutput[_WORKER_KEY] = dumps(state.results, environment={})  # type: ignore[attr-defined]
+        return
+    if not state.results:
+        if state.baseline is not None:
+            state.gate_error = "no benchmark ran, so nothing was compared with the baseline"
+        return
+    if state.baseline is not None:
+        _gate(state)  # compare first: the save below may overwrite the baseline's file
+    state.saved = _save(state, config)
+    if state.report is not None and state.report_path:
+        from opbench._files import atomic_write_text
+
+        atomic_write_text(state.report_path, state.report.render(state.report_format))
+        state.saved.append(f"wrote the gate's report ({state.report_format}) to "
+                           f"{state.report_path}")
+    failed = state.gate_error is not None or (state.report is not None
+                                              and state.report.exit_status != 0)
+    if failed and state.fail_above is not None and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,8 @@
+"""Results on disk: what opbench saves, and loads back unchanged.
+
+- ``results``: ``save``/``load`` of Measurements (a versioned JSON file, written atomically).
+- ``sweep_file``: the file a sweep appends to as tasks finish, so it resumes.
+- ``baselines``: this machine's numbered autosaved runs under ``.opbench/``.
+
+Floor: store (may import from native, base, stats, engines, core, callgrind, timer and its own floor).
+"""

@@ -1,0 +1,440 @@
+"""Results files: Measurements and instruction counts saved as versioned JSON, loaded
+back exactly.
+
+A file holds every raw time, the TaskSpec, the opbench fields (overhead,
+clock, info), user metadata where it is JSON-able, the statistics (for
+readers other than opbench; recomputed on load), instruction counts, and the
+environment that produced them::
+
+    {"format": "opbench-results", "version": 2,
+     "environment": {...}, "measurements": [{...}, ...], "instructions": [{...}, ...]}
+
+Round trips are exact: floats are written with ``repr`` (shortest exact
+form). Writes are atomic (temporary file in the same directory, fsync,
+``os.replace``), with the permissions a new file gets from the umask (0644
+under umask 022), or the old file's: a crash leaves the old file or the new
+one, never half of one, and a CI artifact server can read it.
+
+Loading validates every field before building anything, so a truncated,
+corrupt, foreign or future-version file, or one holding what no result can
+have (no times, a time that is zero, negative, nan or infinite, a count that
+is not a positive integer, a thread count beyond reason), raises
+``ResultsFileError`` naming the file, the measurement and the field, and
+nothing half-loads. What loads is usable: every Measurement prints, has
+statistics and goes into a Compare.
+
+Each result has a key (``TaskSpec.key``: its name, else its labels, else its
+statement) that regression gates match files on. Two different statements
+under one key in one file would be silently pooled, so ``save`` refuses
+them, naming both.
+
+Example:
+    >>> import os, tempfile
+    >>> from opbench import Measurement, TaskSpec
+    >>> from opbench.store.results import save, load
+    >>> m = Measurement(100, [1.25e-4, 1.5e-4], TaskSpec("f()", "pass", label="demo"))
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.json")
+    >>> _ = save([m], path)
+    >>> load(path)[0].raw_times == m.raw_times
+    True
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Union
+
+from opbench import environment as _environment
+from opbench import stats
+from opbench._checks import is_count, is_finite_number
+from opbench._files import atomic_write_text
+from opbench.core.instructions import InstructionCounts
+from opbench.core.measurement import Measurement, TaskSpec
+from opbench.errors import KeyCollisionError, ResultsFileError, ResultsFileWarning, warn
+from opbench.store import sweep_file
+
+__all__ = ["FORMAT", "VERSION", "Results", "ResultsFileError", "check_keys", "dumps", "load",
+           "loads", "merge", "save", "to_result"]
+
+FORMAT = "opbench-results"
+VERSION = 2
+
+_OPTIONAL_STR_SPEC_FIELDS = ("label", "sub_label", "description", "env", "name")
+_MEASUREMENT_KEYS = {"number_per_run", "raw_times", "task_spec", "metadata", "overhead",
+                     "clock", "info", "statistics", "omitted"}
+_INSTRUCTION_KEYS = {"number_per_run", "counts", "task_spec", "baseline", "info", "per_run"}
+# More threads than any machine has had: a larger count is corruption, not a setting.
+_MAX_THREADS = 1 << 16
+
+Result = Union[Measurement, InstructionCounts]
+
+
+class Results(list):  # type: ignore[type-arg]
+    """The Measurements of a results file (a list), with its ``instructions`` (a list of
+    InstructionCounts) and the ``environment`` that produced them."""
+
+    def __init__(self, measurements: Iterable[Measurement] = (),
+                 environment: dict[str, Any] | None = None, version: int = VERSION,
+                 instructions: Iterable[InstructionCounts] = ()) -> None:
+        super().__init__(measurements)
+        self.instructions: list[InstructionCounts] = list(instructions)
+        self.environment: dict[str, Any] = environment or {}
+        self.version = version
+
+    def all(self) -> list[Result]:
+        """Measurements and instruction counts together, in that order."""
+        return [*self, *self.instructions]
+
+
+# -- what can be saved ------------------------------------------------------------
+
+def _from_torch_measurement(m: Any) -> Measurement:
+    """A torch.utils.benchmark Measurement as opbench's (same fields, same numbers)."""
+    spec = m.task_spec
+    task_spec = TaskSpec(**{f.name: getattr(spec, f.name)
+                            for f in dataclasses.fields(TaskSpec) if hasattr(spec, f.name)})
+    return Measurement(m.number_per_run, list(m.raw_times), task_spec,
+                       metadata=getattr(m, "metadata", None))
+
+
+def to_result(item: Any) -> Result:
+    """``item`` as a result opbench saves: a Measurement or InstructionCounts as is, a
+    CallgrindStats (or a tuple of repeats) as InstructionCounts, and torch's own
+    Measurement and CallgrindStats converted, so results produced by
+    ``torch.utils.benchmark`` can be saved too.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if isinstance(item, (Measurement, InstructionCounts)):
+        return item
+    first = item[0] if isinstance(item, tuple) and item else item
+    if hasattr(first, "stmt_exclusive_stats") and hasattr(first, "counts"):
+        return InstructionCounts.from_callgrind(item)
+    if all(hasattr(item, a) for a in ("number_per_run", "raw_times", "task_spec")):
+        return _from_torch_measurement(item)
+    raise TypeError(f"save() takes Measurements, InstructionCounts or CallgrindStats "
+                    f"(opbench's or torch's), got {type(item).__name__}")
+
+
+def _items(results: Any) -> list[Result]:
+    if isinstance(results, (Measurement, InstructionCounts)) or hasattr(results, "raw_times"):
+        return [to_result(results)]
+    if isinstance(results, Results):
+        return results.all()
+    return [to_result(r) for r in results]
+
+
+def _fingerprint(r: Result) -> tuple[Any, ...]:
+    """What makes two results the same statement (replicates pool; others must not)."""
+    spec = r.task_spec
+    return (spec.stmt, spec.setup, spec.global_setup, r.info.get("source"), type(r).__name__)
+
+
+def check_keys(results: Iterable[Result], where: str = "results") -> None:
+    """Raises KeyCollisionError when two different statements share a key.
+
+    Replicates of one statement (same code, same key) are fine: they pool.
+    """
+    seen: dict[str, Result] = {}
+    for r in results:
+        key = r.task_spec.key
+        other = seen.setdefault(key, r)
+        if _fingerprint(other) != _fingerprint(r):
+            raise KeyCollisionError(
+                f"{where}: two different statements share the benchmark key {key!r}: "
+                f"{_describe(other)} and {_describe(r)}. They would be pooled into one row: "
+                "give each a name= (Timer, fixture, --name) or different labels.")
+
+
+def _describe(r: Result) -> str:
+    spec = r.task_spec
+    source = r.info.get("source")
+    text = " ".join(spec.stmt.split())
+    return f"`{text}`" + (f" ({source})" if source else "")
+
+
+def merge(old: Iterable[Result], new: Iterable[Result]) -> list[Result]:
+    """``old`` with every result whose key ``new`` has replaced by ``new``'s: what saving
+    a partial run (``pytest -k``, an interrupted session) over a full file keeps."""
+    new = list(new)
+    replaced = {r.task_spec.key for r in new}
+    return [r for r in old if r.task_spec.key not in replaced] + new
+
+
+# -- saving -------------------------------------------------------------------
+
+def _round_trips(value: Any) -> bool:
+    try:
+        return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
+    except (TypeError, ValueError):
+        return False
+
+
+def _jsonable(value: Any) -> tuple[Any, list[str]]:
+    """``value`` if it survives JSON unchanged; for a dict, the entries that do, plus the
+    names of those dropped (tuples, objects, non-string keys, nan would change or fail)."""
+    if _round_trips(value):
+        return value, []
+    if isinstance(value, dict):
+        kept = {k: v for k, v in value.items() if isinstance(k, str) and _round_trips(v)}
+        return kept, [repr(k) for k in value if k not in kept]
+    return None, ["<the whole value>"]
+
+
+def _with_extras(entry: dict[str, Any], r: Result, fields: tuple[str, ...]) -> dict[str, Any]:
+    """Adds the free-form fields (metadata, info) that survive JSON; warns about the rest."""
+    omitted = {}
+    for field in fields:
+        entry[field], dropped = _jsonable(getattr(r, field))
+        if dropped:
+            omitted[field] = dropped
+    if omitted:
+        entry["omitted"] = omitted
+        warn(
+            ResultsFileWarning,
+            f"saving {r.title!r}: not JSON-able, left out of the file: {omitted}. "
+            "Keep metadata to str keys and JSON values (or pickle the Measurement).",
+            stacklevel=5,
+        )
+    return entry
+
+
+def _measurement_to_dict(m: Measurement) -> dict[str, Any]:
+    bad = [t for t in m.raw_times if not (is_finite_number(t) and t > 0)]
+    if bad:
+        raise ValueError(f"raw_times must be finite positive numbers, got {bad[0]!r} in "
+                         f"{m.title!r}")
+    entry: dict[str, Any] = {
+        "number_per_run": m.number_per_run,
+        "raw_times": list(m.raw_times),
+        "task_spec": dataclasses.asdict(m.task_spec),
+        "overhead": m.overhead,
+        "clock": m.clock,
+    }
+    _with_extras(entry, m, ("metadata", "info"))
+    entry["statistics"] = stats.summary(m.times).to_dict()
+    return entry
+
+
+def _instructions_to_dict(c: InstructionCounts) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "number_per_run": c.number_per_run,
+        "counts": list(c.counts),
+        "baseline": c.baseline,
+        "task_spec": dataclasses.asdict(c.task_spec),
+    }
+    _with_extras(entry, c, ("info",))
+    entry["per_run"] = c.per_run  # for readers other than opbench; recomputed on load
+    return entry
+
+
+def save(
+    results: Any,
+    path: str | os.PathLike[str],
+    *,
+    environment: dict[str, Any] | None = None,
+) -> Path:
+    """Writes ``results`` (one result or many: Measurements, InstructionCounts,
+    CallgrindStats, torch's Measurements) to ``path`` as JSON, atomically.
+
+    ``environment`` defaults to ``opbench.environment.collect()``. Metadata or
+    info entries that JSON cannot hold unchanged are left out, with a
+    ResultsFileWarning. Returns the path written.
+
+    Raises:
+        TypeError: an item that is none of the above.
+        ValueError: a time that is not finite and positive.
+        KeyCollisionError: two different statements under one key.
+        FileNotFoundError / IsADirectoryError: ``path``'s directory is missing, or
+            ``path`` is a directory (checked before anything is written).
+    """
+    # Serialise fully before touching the disk: an error leaves no file behind.
+    text = dumps(results, environment=environment)
+    return atomic_write_text(Path(path), text)
+
+
+def dumps(results: Any, *, environment: dict[str, Any] | None = None) -> str:
+    """The text ``save`` writes: the results file format as a string (for sending
+    results between processes). Same arguments and errors as ``save``."""
+    items = _items(results)
+    check_keys(items, "save")
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "environment": _environment.collect() if environment is None else environment,
+        "measurements": [_measurement_to_dict(r) for r in items if isinstance(r, Measurement)],
+        "instructions": [_instructions_to_dict(r) for r in items
+                         if isinstance(r, InstructionCounts)],
+    }
+    if not _round_trips(doc["environment"]):
+        raise ValueError("environment must be a JSON-able dict")
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+
+
+# -- loading ------------------------------------------------------------------
+
+def _is_positive(v: Any) -> bool:
+    return is_finite_number(v) and v > 0
+
+
+class _Checker:
+    """Validates a parsed document, naming the file, the entry and the field of any problem."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+
+    def fail(self, where: str, problem: str) -> ResultsFileError:
+        return ResultsFileError(f"{self.path}: {where}: {problem}")
+
+    def expect(self, ok: bool, where: str, problem: str) -> None:
+        if not ok:
+            raise self.fail(where, problem)
+
+    def document(self, doc: Any) -> None:
+        self.expect(isinstance(doc, dict), "top level", "expected a JSON object")
+        self.expect(doc.get("format") == FORMAT, "format",
+                    f"not an opbench results file (format {doc.get('format')!r}, "
+                    f"expected {FORMAT!r})")
+        version = doc.get("version")
+        self.expect(is_count(version), "version", f"expected a positive int, got {version!r}")
+        if version > VERSION:
+            raise self.fail("version", f"format version {version} was written by a newer "
+                            f"opbench; this one reads up to version {VERSION}: upgrade opbench")
+        self.expect(isinstance(doc.get("environment"), dict), "environment",
+                    "missing or not an object")
+        for field, check in (("measurements", self.measurement),
+                             ("instructions", self.instructions)):
+            entries = doc.get(field, [] if field == "instructions" else None)
+            self.expect(isinstance(entries, list), field, "missing or not a list")
+            for i, entry in enumerate(entries):
+                check(entry, f"{field}[{i}]")
+
+    def _entry(self, e: Any, where: str, required: set[str], known: set[str]) -> str:
+        """Checks an entry's shape and task_spec; returns ``where`` with the entry's key."""
+        self.expect(isinstance(e, dict), where, "expected an object")
+        missing = required - e.keys()
+        self.expect(not missing, where, f"missing keys {sorted(missing)}")
+        unknown = e.keys() - known
+        self.expect(not unknown, where, f"unknown keys {sorted(unknown)}")
+        self.task_spec(e["task_spec"], f"{where}.task_spec")
+        where = f"{where} ({TaskSpec(**e['task_spec']).key})"
+        self.expect(is_count(e["number_per_run"]), f"{where}.number_per_run",
+                    f"expected a positive int, got {e['number_per_run']!r}")
+        self.expect(isinstance(e.get("info", {}), dict), f"{where}.info", "expected an object")
+        return where
+
+    def measurement(self, e: Any, where: str) -> None:
+        where = self._entry(e, where, {"number_per_run", "raw_times", "task_spec"},
+                            _MEASUREMENT_KEYS)
+        times = e["raw_times"]
+        self.expect(isinstance(times, list) and len(times) > 0, f"{where}.raw_times",
+                    "expected a non-empty list of times")
+        bad = [t for t in times if not _is_positive(t)]
+        self.expect(not bad, f"{where}.raw_times",
+                    f"times must be finite positive numbers, got {bad[0]!r}" if bad else "")
+        self.expect(e.get("metadata") is None or isinstance(e["metadata"], dict),
+                    f"{where}.metadata", "expected an object or null")
+        overhead = e.get("overhead")
+        self.expect(overhead is None or (is_finite_number(overhead) and overhead >= 0),
+                    f"{where}.overhead", "expected a finite number >= 0 or null")
+        self.expect(e.get("clock") is None or isinstance(e["clock"], str),
+                    f"{where}.clock", "expected a string or null")
+
+    def instructions(self, e: Any, where: str) -> None:
+        where = self._entry(e, where, {"number_per_run", "counts", "task_spec"},
+                            _INSTRUCTION_KEYS)
+        counts = e["counts"]
+        self.expect(isinstance(counts, list) and len(counts) > 0
+                    and all(is_count(c) for c in counts), f"{where}.counts",
+                    "expected a non-empty list of positive ints")
+        self.expect(is_count(e.get("baseline", 0), minimum=0), f"{where}.baseline",
+                    "expected an int >= 0")
+
+    def task_spec(self, s: Any, where: str) -> None:
+        self.expect(isinstance(s, dict), where, "expected an object")
+        for key in ("stmt", "setup"):
+            self.expect(isinstance(s.get(key), str), f"{where}.{key}", "missing or not a string")
+        self.expect(isinstance(s.get("global_setup", ""), str), f"{where}.global_setup",
+                    "expected a string")
+        for key in _OPTIONAL_STR_SPEC_FIELDS:
+            self.expect(s.get(key) is None or isinstance(s[key], str), f"{where}.{key}",
+                        "expected a string or null")
+        threads = s.get("num_threads", 1)
+        self.expect(is_count(threads) and threads <= _MAX_THREADS, f"{where}.num_threads",
+                    f"expected an int from 1 to {_MAX_THREADS}, got {threads!r}")
+        known = {f.name for f in dataclasses.fields(TaskSpec)}
+        self.expect(not (s.keys() - known), where, f"unknown keys {sorted(s.keys() - known)}")
+
+
+def _measurement_from_dict(e: dict[str, Any]) -> Measurement:
+    return Measurement(
+        number_per_run=e["number_per_run"],
+        raw_times=list(e["raw_times"]),
+        task_spec=TaskSpec(**e["task_spec"]),
+        metadata=e.get("metadata"),
+        overhead=e.get("overhead"),
+        clock=e.get("clock"),
+        info=dict(e.get("info", {})),
+    )
+
+
+def _instructions_from_dict(e: dict[str, Any]) -> InstructionCounts:
+    return InstructionCounts(
+        number_per_run=e["number_per_run"],
+        counts=tuple(e["counts"]),
+        task_spec=TaskSpec(**e["task_spec"]),
+        baseline=e.get("baseline", 0),
+        info=dict(e.get("info", {})),
+    )
+
+
+def load(path: str | os.PathLike[str]) -> Results:
+    """The results saved in ``path``: a list of Measurements with ``.instructions`` and
+    ``.environment``.
+
+    Raises:
+        ResultsFileError: truncated or corrupt JSON (with the error's position),
+            not an opbench results file, a newer format version, or a missing,
+            mistyped or impossible field (named with its entry). Nothing is
+            returned partially.
+        OSError: the file cannot be read.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ResultsFileError(f"{p}: is a directory, not a results file")
+    return loads(p.read_bytes(), source=str(p))
+
+
+def loads(data: bytes | str, *, source: str = "<string>") -> Results:
+    """``load`` from the text (or bytes) itself; ``source`` names it in errors."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    # A sweep's streamed file (JSON lines) reads as one document of its results.
+    raw = sweep_file.as_results_document(raw, source, (FORMAT, VERSION))
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ResultsFileError(f"{source}: corrupt: not UTF-8 text (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        cause = "empty file" if not raw.strip() else e.msg
+        raise ResultsFileError(
+            f"{source}: truncated or corrupt JSON at line {e.lineno} column {e.colno} "
+            f"(char {e.pos}): {cause}"
+        ) from None
+    except RecursionError:
+        raise ResultsFileError(f"{source}: corrupt: nested too deeply") from None
+    _Checker(source).document(doc)
+    results = Results(
+        (_measurement_from_dict(e) for e in doc["measurements"]),
+        environment=doc["environment"],
+        version=doc["version"],
+        instructions=(_instructions_from_dict(e) for e in doc.get("instructions", [])),
+    )
+    try:
+        check_keys(results.all(), source)
+    except KeyCollisionError as e:
+        raise ResultsFileError(str(e)) from None
+    return results
