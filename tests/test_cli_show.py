@@ -30,6 +30,13 @@ def measurements() -> list[Measurement]:
     return out
 
 
+def keyed(results: list, path: str, title: str = "times") -> list:
+    """``results`` as show lays them out: a row per gate key, a column per file."""
+    from opbench.cli.show import _keyed
+
+    return [_keyed(r, title, path) for r in results]
+
+
 @pytest.fixture
 def results_file(tmp_path):
     return str(save(measurements(), tmp_path / "run.json", environment=ENV))
@@ -41,14 +48,14 @@ def test_prints_compare_tables(results_file) -> None:
     assert r.stderr == ""
     assert r.stdout.startswith(f"{results_file}: 4 measurement(s)\n"
                                "measured on: hostname=box, cpu_model=CPU-9, python=3.11.7\n")
-    assert str(Compare(measurements())) in r.stdout
+    assert str(Compare(keyed(measurements(), results_file))) in r.stdout
     assert "Measurement object" not in r.stdout  # describe() only with --verbose
 
 
 def test_trim_and_color(results_file) -> None:
     r = opbench_cli("show", results_file, "--trim", "--color", "always")
     assert r.returncode == 0, r.stderr
-    table = Compare(measurements())
+    table = Compare(keyed(measurements(), results_file))
     table.trim_significant_figures()
     table.colorize()
     assert str(table) in r.stdout and "\x1b[" in r.stdout
@@ -120,10 +127,43 @@ def test_several_files_and_instruction_counts(tmp_path) -> None:
     assert r.returncode == 0, r.stderr
     assert f"{first}: 2 measurement(s)" in r.stdout
     assert f"{second}: 2 measurement(s), 1 instruction count(s)" in r.stdout
-    assert str(Compare(measurements())) in r.stdout  # both files in one table
+    # Both files in one table, a column each.
+    assert str(Compare(keyed(measurements()[:2], first) + keyed(measurements()[2:], second))) \
+        in r.stdout
     assert "Counts are instructions per run." in r.stdout and "500" in r.stdout
 
 
 def test_demo_colours_only_on_a_terminal_by_default() -> None:
     r = opbench_cli("demo", "--help")
     assert "--color {auto,always,never}" in r.stdout and "NO_COLOR" in r.stdout
+
+
+def _cell(table_text: str, row: str, column: int) -> str:
+    """The text of ``row``'s cell in value column ``column`` (0-based) of a table."""
+    (line,) = [ln for ln in table_text.splitlines() if ln.strip().startswith(row + " ")
+               or ln.strip().startswith(row + "|")]
+    return line.split("|")[1 + column].strip()
+
+
+def test_every_benchmark_of_every_file_appears_keyed_as_the_gate_keys_it(tmp_path) -> None:
+    def m(name, cost, label="tests/test_x.py::test_add", stmt="<lambda>()"):
+        return Measurement(1, [cost * (1 + i / 1000) for i in range(10)],
+                           TaskSpec(stmt, "pass", label=label, name=name))
+
+    # Two benchmarks of one test: one `<lambda>()` statement, one label, two names.
+    a = str(save([m("tests/test_x.py::test_add::plus", 1e-6),
+                  m("tests/test_x.py::test_add::builtin", 3e-6)], tmp_path / "a.json",
+                 environment=ENV))
+    b = str(save([m("tests/test_x.py::test_add::plus", 2e-6),
+                  m("tests/test_x.py::test_add::builtin", 4e-6)], tmp_path / "b.json",
+                 environment=ENV))
+    # Saved by `opbench timeit --name`: no label.
+    c = str(save([m("sort", 5e-6, label=None, stmt="sorted(xs)")], tmp_path / "c.json",
+                 environment=ENV))
+    r = opbench_cli("show", a, b, c, "--color", "never")
+    assert r.returncode == 0, r.stderr
+    assert _cell(r.stdout, "tests/test_x.py::test_add::plus", 0) == "1.0"
+    assert _cell(r.stdout, "tests/test_x.py::test_add::builtin", 0) == "3.0"
+    assert _cell(r.stdout, "tests/test_x.py::test_add::plus", 1) == "2.0"
+    assert _cell(r.stdout, "tests/test_x.py::test_add::builtin", 1) == "4.0"
+    assert _cell(r.stdout, "sort", 2) == "5.0"

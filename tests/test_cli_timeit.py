@@ -149,3 +149,17 @@ def test_program_name_follows_how_it_was_run(tmp_path) -> None:
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "opbench timeit: error: --number" in r.stderr
     assert "python -m opbench" not in r.stderr
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind on PATH")
+def test_callgrind_verbose_prints_the_top_functions_with_full_names() -> None:
+    r = opbench_cli("timeit", "--callgrind", "-v", "-n", "10", "-s", "xs = list(range(50))",
+                    "sorted(xs)")
+    assert r.returncode == 0, r.stderr
+    assert "object at 0x" not in r.stdout and " ... " not in r.stdout
+    top = r.stdout.split("Top functions", 1)[1].splitlines()[1:]
+    rows = [line.split(None, 1) for line in top if re.match(r"\s*-?[\d,]+\s+\S", line)]
+    assert rows and all(int(count.replace(",", "")) for count, _ in rows)
+    # Names whole: the function after the file, never the file (library path) alone.
+    assert any(name.rstrip().endswith(":list_sort_impl") or "list_sort" in name
+               for _, name in rows), top

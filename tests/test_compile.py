@@ -2,8 +2,6 @@
 and first-call timing."""
 from __future__ import annotations
 
-import time
-
 import pytest
 
 torch = pytest.importorskip("torch", reason="opbench.analysis.compile benchmarks torch.compile")
@@ -25,18 +23,25 @@ def test_eager_has_no_compile_time(model):
     assert run_ms > 0 and round(run_ms, 2) == run_ms
 
 
-def test_compiled_first_call_includes_compilation(model):
+def test_compiled_first_call_includes_compilation(model, monkeypatch):
     compiles = []
+    timed = []
 
-    def slow_backend(gm, example_inputs):
+    def counting_backend(gm, example_inputs):
         compiles.append(1)
-        time.sleep(0.2)  # a compile that takes a known, long time
         return gm.forward
 
-    compile_ms, run_ms = benchmark_compile(*model, num_iters=3, backend=slow_backend)
+    def first_call(timer):  # compiles seen before and after the timed first call
+        before = len(compiles)
+        seconds = measure_first_call(timer)
+        timed.append((before, len(compiles)))
+        return seconds
+
+    monkeypatch.setattr(opbench.compile, "measure_first_call", first_call)
+    compile_ms, run_ms = benchmark_compile(*model, num_iters=3, backend=counting_backend)
     assert compiles == [1]
-    assert compile_ms >= 200  # the timed call is the one that compiled
-    assert run_ms is not None
+    assert timed == [(0, 1)]  # the timed call is the one that compiled
+    assert compile_ms is not None and run_ms is not None
     assert benchmark_compile(*model, num_iters=3, backend="aot_eager")[0] is not None
 
 
@@ -98,7 +103,7 @@ def test_torch_reports_a_warm_call_as_compilation_time():
     calls = []
 
     def model(x):
-        calls.append(time.perf_counter())
+        calls.append(x)
         return x
 
     tb_timer("model(x)", globals={"model": model, "x": 1}).timeit(number=1)
@@ -109,23 +114,36 @@ def test_torch_reports_a_warm_call_as_compilation_time():
     assert len(calls) == 1  # the cold call is the timed one
 
 
+class _Clock:
+    """A clock that moves only when the code under test says: first-call figures
+    become exact, whatever the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_first_call_is_the_cold_call():
+    clock = _Clock()
     state = {"cold": True}
 
     def lazy():
-        if state["cold"]:
-            state["cold"] = False
-            time.sleep(0.05)  # one-time initialisation, as a compile would be
+        clock.now += 1.0 if state["cold"] else 1e-3  # one-time initialisation, as a compile
+        state["cold"] = False
 
-    t = opbench.Timer(lazy)
-    first = measure_first_call(t)
-    steady = t.timeit(100).median
-    assert first >= 0.05 > steady
+    t = opbench.Timer(lazy, timer=clock)
+    assert measure_first_call(t) == 1.0
+    assert t.timeit(100).median == pytest.approx(1e-3)
 
 
 def test_first_call_runs_setup_untimed():
-    t = opbench.Timer("y = x + 1", setup="import time; time.sleep(0.05); x = 1")
-    assert measure_first_call(t) < 0.05
+    clock = _Clock()
+    t = opbench.Timer("clock.now += 1e-3", setup="clock.now += 1.0", timer=clock,
+                      globals={"clock": clock})
+    assert measure_first_call(t) == pytest.approx(1e-3)
+    assert clock.now == pytest.approx(1.001)  # setup ran, untimed
 
 
 def test_first_call_rejects_non_timers():

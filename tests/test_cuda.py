@@ -6,8 +6,11 @@ loader (``_C._cuda_set_libraries``), so the shipped loader, timing loops, event
 pool, flush and launch-hold code run as on a GPU. The fake is as unkind as
 hardware (lazy kernel loading that waits for queued work, a finite launch
 queue, quantised event timestamps, sticky errors, per-thread contexts, NVML
-that reads idle clocks unless the device is running work), and its device
-clock is exact, so device times are asserted to within the event quantum.
+that answers at its update period with clocks that ramp from idle, a host
+clock that runs, the legacy stream's implicit synchronisation, L2 write-backs),
+and its device clock is exact, so device times are asserted to within the
+event quantum (with the host clock frozen between calls where a test asserts
+unheld windows exactly).
 Tests that need a real GPU are at the end and skip without one.
 
 Defects of issue 12, each with the tests that failed before the fix:
@@ -26,9 +29,30 @@ Defects of issue 12, each with the tests that failed before the fix:
   7 context and stream:            test_the_callers_current_context_is_left_current,
       test_events_go_on_the_stream_of_the_timers_own_device
   8 fake in the extension:         test_no_fake_driver_in_the_production_extension
+
+Defects of issue 24, each with the tests that failed before the fix (checked
+against the unfixed extension and package with this fake):
+  1 cold first call sizes blocks:  test_block_size_comes_from_warm_calls_not_the_cold_first_one,
+      test_events_mode_warns_when_its_windows_are_under_20_quanta
+  2 graph-mode wall time:          test_graph_mode_blocks_are_whole_replays
+  3 clocks:                        test_short_blocks_read_no_idle_or_ramping_clock,
+      test_a_power_capped_gemm_is_power_capped_not_throttled,
+      test_clocks_are_probed_on_a_cadence_not_per_timeit
+  4 queue counted in launches:     test_held_blocks_are_sized_in_launches,
+      test_launches_that_cannot_be_counted_say_why, test_a_statement_that_cannot_be_captured_is_still_timed
+  5 dirty lines of the flush:      test_cold_cache_flushes_before_each_call_outside_the_window,
+      test_without_the_read_kernel_the_flush_writes_and_says_so
+  6 torch's graph path:            test_torch_graphs_on_a_cpu_only_torch_is_a_clear_cuda_error,
+      test_torch_graphs_set_up_on_their_own_device_or_say_why,
+      test_torch_graphs_capture_errors_are_graph_capture_errors,
+      test_torch_graphs_share_one_pool_and_their_capture_stream
+  7 device selection:              test_the_device_comes_from_the_statements_tensors
+  8 held legacy stream:            test_a_legacy_current_stream_is_replaced_by_a_private_one
+  9 per-iteration offset:          test_per_iteration_reports_its_offset_from_blocks
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import subprocess
@@ -39,7 +63,7 @@ import warnings
 import pytest
 
 import opbench.engines.cuda as oc
-from fake_cuda import HW_SLOWDOWN, ILLEGAL_ADDRESS, NOT_SUPPORTED, SW_POWER_CAP, FakeCuda, library
+from fake_cuda import HW_SLOWDOWN, ILLEGAL_ADDRESS, NOT_SUPPORTED, SW_POWER_CAP, FakeCuda, FakeGraphs, library
 from opbench import _C, errors
 from opbench.errors import LaunchHoldWarning, ResolutionWarning, ThrottleWarning
 
@@ -57,6 +81,9 @@ def fake(fake_library, monkeypatch):
     """opbench._C on a fresh fake driver; ``fake.configure(**options)`` starts it afresh."""
     monkeypatch.setattr(errors, "_shown", set())  # once-per-process warnings show again
     f = FakeCuda(fake_library)
+    # Most tests assert device times exactly: a host clock frozen between driver
+    # calls, and no clock probe. Tests of clocks and host gaps turn both on.
+    f.defaults = {"host_real_time": 0, "nvml_clocks": 0}
     f.configure()
     yield f
     gc.collect()  # contexts made on the fake are released on the fake
@@ -246,12 +273,13 @@ def test_the_hold_removes_launch_gaps(fake):
 
 
 def test_per_iteration_gives_each_call(fake):
-    durations = iter([0.1, 0.2, 0.3, 0.4, 0.5, 1.0, 2.0])
+    # The first call alone, then (once) 64 calls that measure the per-iteration offset.
+    durations = itertools.chain([0.1], [0.05] * 64, [0.2, 0.3, 0.4, 0.5], itertools.repeat(1.0))
     t = oc.DeviceTimer(lambda: fake.launch(next(durations)), mode="per_iteration")
-    assert t.per_call_times(1) == pytest.approx([1e-4], abs=QUANTUM)  # the first call, alone
+    assert t.per_call_times(1) == pytest.approx([1e-4], abs=QUANTUM)
     assert t.per_call_times(4) == pytest.approx([2e-4, 3e-4, 4e-4, 5e-4], abs=QUANTUM)
     assert t.last_per_call_times == pytest.approx([2e-4, 3e-4, 4e-4, 5e-4], abs=QUANTUM)
-    assert t.timeit(2) == pytest.approx(3e-3, abs=2 * QUANTUM)
+    assert t.timeit(2) == pytest.approx(2e-3, abs=2 * QUANTUM)
 
 
 def test_per_iteration_reuses_a_bounded_event_pool(fake):
@@ -263,16 +291,28 @@ def test_per_iteration_reuses_a_bounded_event_pool(fake):
 
 
 def test_cold_cache_flushes_before_each_call_outside_the_window(fake):
-    # Each 100 MiB flush moves the fake device clock by ~105 ms; the kernel 0.5 ms.
-    fake.configure(l2_bytes=50 * MIB, memset_bytes_per_ms=1e6)
+    # Defect 5 (issue 24): the flush wrote the buffer, leaving the L2 full of dirty
+    # lines whose write-back (50 MiB: 52 us here) landed in the next timed call.
+    # Now it reads the buffer: each 100 MiB read moves the fake device clock by
+    # ~105 ms, the kernel 0.5 ms, and no write-back is left for the timed call.
+    fake.configure(l2_bytes=50 * MIB, read_bytes_per_ms=1e6)
     t = warmed(oc.DeviceTimer(fake.kernel(0.5), cache="cold"))
-    before, memsets = fake.stat("device_ns"), fake.stat("memsets")
+    before, reads = fake.stat("device_ns"), fake.stat("flush_reads")
     assert t.timeit(4) == pytest.approx(4 * 0.5e-3, abs=4 * QUANTUM)  # the flushes are not in it
     assert fake.stat("device_ns") - before > 4 * 100e6  # ...although they ran
-    assert fake.stat("memsets") - memsets == 4
+    assert fake.stat("flush_reads") - reads == 4 and fake.stat("memsets") == 0
     t.timeit(3)
     assert fake.stat("allocs_live") == 1  # one buffer, allocated once
     assert t.metadata()["flush_buffer_bytes"] == 100 * MIB
+    assert t.metadata()["l2_flush"] == "read"
+
+
+def test_without_the_read_kernel_the_flush_writes_and_says_so(fake):
+    fake.fail("cuModuleLoadData", 218)  # CUDA_ERROR_INVALID_PTX
+    t = oc.DeviceTimer(fake.kernel(0.5), cache="cold")
+    t.timeit(2)
+    assert fake.stat("memsets") == 3 and fake.stat("flush_reads") == 0
+    assert t.metadata()["l2_flush"].startswith("write (the read kernel did not load: ")
 
 
 def test_warm_cache_never_flushes(fake):
@@ -534,34 +574,6 @@ def test_a_stall_keeps_blocks_already_measured(fake, no_warnings):
 # -- 4: graphs ---------------------------------------------------------------------------
 
 
-class FakeGraphs:
-    """Stands in for torch.cuda.CUDAGraph capture: a replay launches the captured
-    calls' device time as one kernel, plus an upload on its first replay."""
-
-    def __init__(self, fake, ms_per_call, upload_ms):
-        self.fake, self.ms_per_call, self.upload_ms = fake, ms_per_call, upload_ms
-        self.captured: list[int] = []
-        self.prepared = 0
-
-    def __call__(self, device):  # as DeviceTimer._graphs_cls(device)
-        return self
-
-    def prepare(self, fn):
-        self.prepared += 1
-        self.fake.set_current(0)  # torch makes its device's context current
-        fn()
-
-    def capture(self, fn, calls):
-        self.captured.append(calls)
-        uploaded = []
-
-        def replay():
-            self.fake.launch(self.ms_per_call * calls + (0 if uploaded else self.upload_ms))
-            uploaded.append(True)
-
-        return replay
-
-
 def test_graph_mode_captures_one_bounded_graph_and_excludes_the_upload(fake, monkeypatch, no_warnings):
     graphs = FakeGraphs(fake, ms_per_call=0.002, upload_ms=50.0)
     monkeypatch.setattr(oc.DeviceTimer, "_graphs_cls", graphs)
@@ -594,26 +606,66 @@ def test_graph_per_call_times_replay_a_one_call_graph(fake, monkeypatch):
 # -- 5: clocks and throttling ------------------------------------------------------------
 
 
+# Clocks as hardware shows them: a host clock that runs, NVML that answers at its
+# 1 ms update period, an SM clock that ramps from idle over 5 ms.
+CLOCKS = {"host_real_time": 1, "nvml_clocks": 1, "nvml_period_ns": 1e6, "clock_ramp_ns": 5e6}
+
+
 def test_throttling_is_seen_while_the_gpu_is_busy(fake):
-    # Idle reads 345 MHz; under load this GPU runs at 1200 of 1980 MHz, power capped.
-    fake.configure(sm_clock_busy=1200, busy_reasons=SW_POWER_CAP)
+    # Idle reads 345 MHz; under load this GPU runs at 1200 of 1980 MHz, slowed by hardware.
+    fake.configure(**CLOCKS, sm_clock_busy=1200, busy_reasons=HW_SLOWDOWN)
     t = oc.DeviceTimer(fake.kernel(0.5), mode="per_iteration")
     with pytest.warns(ThrottleWarning, match=r"SM clock was 1200 MHz while running the statement, under "
-                                             r"75% of its maximum 1980 MHz \(NVML reasons: SwPowerCap\)"):
+                                             r"75% of its maximum 1980 MHz \(NVML reasons: HwSlowdown\)"):
         t.timeit(10)
     meta = t.metadata()
     assert meta["throttled"] is True and meta["throttled_windows"] == 10  # the first call is no sample
-    assert meta["throttle_reasons"] == ["SwPowerCap"]
+    assert meta["throttle_reasons"] == ["HwSlowdown"] and meta["power_capped"] is False
     assert (meta["sm_clock_mhz"], meta["sm_clock_mhz_lowest"], meta["sm_clock_mhz_max"]) == (1200, 1200, 1980)
-    assert meta["throttle_threshold"] == 0.75
+    assert meta["throttle_threshold"] == 0.75 and meta["clock_settled"] is True
 
 
 def test_full_clocks_under_load_are_not_throttling(fake, no_warnings):
+    fake.configure(**CLOCKS)
     t = oc.DeviceTimer(fake.kernel(0.5))
     t.timeit(10)
     meta = t.metadata()
     assert meta["throttled"] is False and meta["throttled_windows"] == 0
     assert meta["sm_clock_mhz"] == 1980 and meta["mem_clock_mhz"] == 2619  # not the idle 345 / 405
+
+
+def test_short_blocks_read_no_idle_or_ramping_clock(fake, no_warnings):
+    # Defect 3 (issue 24): NVML was read right after each block was released. A
+    # block of 32 x 20 us is over long before NVML's next update, and for the
+    # first 5 ms the clock is still ramping up from idle: readings of an idle or
+    # ramping GPU (a spurious ThrottleWarning), and three NVML reads per block.
+    fake.configure(**CLOCKS)
+    t = oc.DeviceTimer(fake.kernel(0.02))
+    t.timeit(6400)  # 200 held blocks
+    meta = t.metadata()
+    assert (meta["sm_clock_mhz"], meta["throttled"], meta["clock_settled"]) == (1980, False, True)
+    assert fake.stat("nvml_clock_reads") <= 2 * (1 + oc._PROBE_MAX_S / oc._PROBE_SPACING_S + 1)  # one probe
+
+
+def test_a_power_capped_gemm_is_power_capped_not_throttled(fake, no_warnings):
+    # Defect 3: a large GEMM held at its power limit (NVML: SwPowerCap alone)
+    # runs as designed; it was reported as throttling.
+    fake.configure(**CLOCKS, sm_clock_busy=1200, busy_reasons=SW_POWER_CAP)
+    t = oc.DeviceTimer(fake.kernel(2.0), mode="per_iteration")
+    t.timeit(20)
+    meta = t.metadata()
+    assert (meta["power_capped"], meta["throttled"], meta["throttled_windows"]) == (True, False, 0)
+    assert meta["throttle_reasons"] == ["SwPowerCap"] and meta["sm_clock_mhz"] == 1200
+
+
+def test_clocks_are_probed_on_a_cadence_not_per_timeit(fake):
+    fake.configure(**CLOCKS)
+    t = oc.DeviceTimer(fake.kernel(0.05))
+    t.timeit(100)
+    reads = fake.stat("nvml_clock_reads")
+    for _ in range(20):
+        t.timeit(100)  # well within a second: no second probe
+    assert fake.stat("nvml_clock_reads") == reads
 
 
 def test_without_nvml_clocks_are_unknown_not_fatal(fake):
@@ -638,7 +690,7 @@ def test_event_quantum_is_measured_and_short_windows_warn(fake):
     assert meta["event_quantum_s"] == pytest.approx(5e-7, rel=1e-6)
     assert meta["resolution_limited"] is True
     records = fake.stat("records")
-    oc.DeviceTimer(fake.kernel(0.002), mode="per_iteration").timeit(1)
+    oc.DeviceTimer(fake.kernel(0.002)).timeit(1)
     assert fake.stat("records") - records == 2  # once per device and process: no second probe
 
 
@@ -664,20 +716,49 @@ def test_long_windows_and_blocks_do_not_warn(fake, no_warnings):
 # -- 7: contexts and streams of several devices ------------------------------------------------
 
 
-class TorchCudaStub:
-    """torch.cuda as the timer sees it: a current device, a current stream per device."""
+class StubStream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+        self.waited_for: list[int] = []
 
-    def __init__(self, streams, current=0):
-        self.streams, self.current = streams, current
+    def wait_stream(self, other):
+        self.waited_for.append(other.cuda_stream)
+
+
+class TorchCudaStub:
+    """torch.cuda as the timer sees it: a current device, a current stream per device,
+    new (non-blocking) streams and the ``torch.cuda.stream`` context."""
+
+    def __init__(self, streams, current=0, fake=None):
+        self.streams, self.current, self.fake = dict(streams), current, fake
+        self.made: list[StubStream] = []
 
     def current_device(self):
         return self.current
 
     def current_stream(self, device=None):
-        class Stream:
-            cuda_stream = self.streams[self.current if device is None else device]
+        return StubStream(self.streams[self.current if device is None else device])
 
-        return Stream()
+    def Stream(self, device=None):
+        stream = StubStream(self.fake.stream(self.current if device is None else device))
+        self.made.append(stream)
+        return stream
+
+    @contextlib.contextmanager
+    def stream(self, stream):
+        before = self.streams[self.current]
+        self.streams[self.current] = stream.cuda_stream
+        try:
+            yield
+        finally:
+            self.streams[self.current] = before
+
+    def kernel(self, ms, per_call=1):
+        """A statement launching on torch's current stream, as torch ops do."""
+        def statement():
+            for _ in range(per_call):
+                self.fake.launch(ms, stream=self.streams[self.current])
+        return statement
 
 
 def test_the_callers_current_context_is_left_current(fake):
@@ -708,7 +789,7 @@ def test_events_go_on_the_stream_of_the_timers_own_device(fake, monkeypatch):
 
 
 def test_metadata(fake):
-    fake.configure(l2_bytes=60 * MIB, driver_version=12080, sm_clock_busy=1755, mem_clock_busy=3201,
+    fake.configure(**CLOCKS, l2_bytes=60 * MIB, driver_version=12080, sm_clock_busy=1755, mem_clock_busy=3201,
                    mem_clock_max=3201, name="NVIDIA H200", nvml_driver_version="570.86.15")
     t = oc.DeviceTimer(fake.kernel(0.5), mode="per_iteration", cache="cold")
     assert t.metadata()["throttled"] is None  # nothing measured yet
@@ -719,23 +800,31 @@ def test_metadata(fake):
         "l2_cache": "cold",
         "device": "NVIDIA H200",
         "device_index": 0,
+        "device_source": "current device",
         "driver_version": "570.86.15",
         "cuda_driver_version": "12.8",
         "module_loading": "lazy",
+        "stream": "legacy default stream (torch is not in use)",
         "l2_cache_bytes": 60 * MIB,
         "flush_buffer_bytes": 120 * MIB,
+        "l2_flush": "read",
         "launch_hold": True,
         "launch_hold_off_reason": None,
+        "launches_per_call": None,
+        "launch_count_problem": "the legacy default stream cannot be captured",
         "event_quantum_s": 5e-7,
         "resolution_limited": False,
         "sm_clock_mhz": 1755,
         "sm_clock_mhz_lowest": 1755,
         "sm_clock_mhz_max": 1980,
         "mem_clock_mhz": 3201,
+        "clock_settled": True,
         "throttle_threshold": 0.75,
         "throttled": False,
         "throttled_windows": 0,
         "throttle_reasons": [],
+        "power_capped": False,
+        "per_iteration_offset_s": None,  # measured in warm mode only
     }
 
 
@@ -780,6 +869,7 @@ def test_event_misuse_is_a_clear_error(fake):
 def test_timer_device_timing(fake):
     from opbench.timer import Timer
 
+    fake.configure(**CLOCKS)
     m = Timer(fake.kernel(0.01), device_timing="events", l2_cache="warm").timeit(100)
     assert m.median == pytest.approx(1e-5, abs=QUANTUM / 100)
     assert "cuda-events (warm L2)" in repr(m)
@@ -793,6 +883,246 @@ def test_timer_per_iteration_keeps_every_call_and_the_warnings(fake):
         m = Timer(fake.kernel(0.002), device_timing="per_iteration").timeit(50)
     assert m.number_per_run == 1 and len(m.raw_times) == 50
     assert {"category": "ResolutionWarning"}.items() <= m.info["warnings"][0].items()
+
+
+# -- issue 24: defects 1, 2, 4, 6, 7, 8, 9 -------------------------------------------------
+
+
+def test_block_size_comes_from_warm_calls_not_the_cold_first_one(fake, no_warnings):
+    # Defect 1: the search's timeit(1) returned the cold first call (here 5 ms of
+    # loading), which fixed number=1 for a 3 us kernel.
+    from opbench.timer import Timer
+
+    fake.configure(load_device_ns=5_000_000)
+    timer = Timer(fake.kernel(0.003, kernel=9), device_timing="events")
+    assert timer.block_size(0.2) == 100  # 3 us warm calls: 100 of them reach 0.2 ms
+    assert fake.stat("loads") == 1
+
+
+def test_events_mode_warns_when_its_windows_are_under_20_quanta(fake):
+    # Defect 1: the event quantum applies to block windows too (2 calls of 1 us: 4 quanta).
+    t = oc.DeviceTimer(fake.kernel(0.001))
+    with pytest.warns(ResolutionWarning, match=r"the median timed window, 2 us, is 4.0 steps"):
+        t.timeit(2)  # the first call alone (1 us), then a block of 2
+    assert t.metadata()["resolution_limited"] is True
+
+
+def test_graph_mode_blocks_are_whole_replays(fake, monkeypatch, no_warnings):
+    # Defect 2: blocks were sized to ~200 us of calls but each ran a whole 2 ms
+    # replay: min_run_time=0.2 cost 1,000 replays (2 s; 20 s for slower kernels).
+    from opbench.timer import Timer
+
+    graphs = FakeGraphs(fake, ms_per_call=0.002, upload_ms=0.0)
+    monkeypatch.setattr(oc.DeviceTimer, "_graphs_cls", graphs)
+    timer = Timer(fake.kernel(0.002), device_timing="graph")
+    launches = fake.stat("launches")
+    m = timer.blocked_autorange(min_run_time=0.2)
+    assert graphs.captured == [1000] and m.number_per_run == 1000
+    assert m.median == pytest.approx(2e-6, rel=1e-3)
+    assert fake.stat("launches") - launches <= 100 + 10  # 100 replays of 2 ms, and the warm-up
+
+
+def test_held_blocks_are_sized_in_launches(fake, monkeypatch, no_warnings):
+    # Defect 4: 32 calls of 64 kernels (2,048 launches) overfilled a 1,024-command
+    # queue; each smaller block was learned through a watchdog stall.
+    stream = fake.stream(0)
+    torch_cuda = TorchCudaStub({0: stream}, fake=fake)
+    monkeypatch.setattr(oc, "_torch_cuda", lambda: torch_cuda)
+    t = oc.DeviceTimer(torch_cuda.kernel(0.001, per_call=64))
+    t._ctx.watchdog_s = 0.2
+    fake.max_queued()
+    assert t.timeit(40) == pytest.approx(40 * 64e-6, abs=40 * QUANTUM)
+    assert fake.stat("queue_full_blocks") == 0 and fake.stat("captures") == 1
+    assert fake.max_queued() <= 96 + 3
+    meta = t.metadata()
+    assert meta["launches_per_call"] == 64 and meta["launch_hold"] is True
+
+
+def test_launches_that_cannot_be_counted_say_why(fake):
+    t = oc.DeviceTimer(fake.kernel(0.01))  # the legacy stream: no capture
+    t.timeit(4)
+    meta = t.metadata()
+    assert meta["launches_per_call"] is None
+    assert meta["launch_count_problem"] == "the legacy default stream cannot be captured"
+
+
+def test_a_statement_that_cannot_be_captured_is_still_timed(fake, monkeypatch, no_warnings):
+    stream = fake.stream(0)
+    torch_cuda = TorchCudaStub({0: stream}, fake=fake)
+    monkeypatch.setattr(oc, "_torch_cuda", lambda: torch_cuda)
+    kernel = torch_cuda.kernel(0.01)
+
+    def item_then_kernel():
+        if fake.synchronize(stream):  # as .item() would, and fails under capture
+            raise RuntimeError("operation not permitted when stream is capturing")
+        kernel()
+
+    t = oc.DeviceTimer(item_then_kernel, launch_hold=False)
+    assert t.timeit(4) == pytest.approx(4e-5, abs=4 * QUANTUM)
+    assert t.metadata()["launch_count_problem"].startswith(
+        "the statement cannot run under stream capture (RuntimeError: operation not permitted")
+
+
+class FakeTensor:
+    """What the device choice looks at: ``is_cuda`` and ``device.index``."""
+
+    def __init__(self, index):
+        self.is_cuda = True
+        self.device = type("device", (), {"index": index})()
+
+
+def test_the_device_comes_from_the_statements_tensors(fake, monkeypatch):
+    # Defect 7: a statement on cuda:1 with current device 0 was timed on device 0's stream.
+    from opbench.timer import Timer
+
+    fake.configure(device_count=2)
+    streams = {0: fake.stream(0), 1: fake.stream(1)}
+    torch_cuda = TorchCudaStub(streams, current=0, fake=fake)
+    monkeypatch.setattr(oc, "_torch_cuda", lambda: torch_cuda)
+    statement = fake.kernel(0.25, stream=streams[1])
+    m = Timer(statement, globals={"x": FakeTensor(1), "n": 3}, device_timing="events").timeit(4)
+    assert m.median == pytest.approx(0.25e-3, abs=QUANTUM)
+    assert (m.info["device_index"], m.info["device_source"]) == (1, "CUDA tensors in globals")
+    assert fake.records_on(streams[1], 1) > 0 and fake.records_on(streams[0], 0) == 0
+    m = Timer(statement, device="cuda:1", device_timing="events").timeit(2)
+    assert (m.info["device_index"], m.info["device_source"]) == (1, "device argument")
+    m = Timer(fake.kernel(0.25, stream=streams[0]), device_timing="events").timeit(2)
+    assert (m.info["device_index"], m.info["device_source"]) == (0, "current device")
+    with pytest.raises(ValueError, match=r"CUDA tensors on devices \[0, 1\]: pass device="):
+        oc.DeviceTimer(statement, globals={"a": [FakeTensor(0)], "b": {"k": FakeTensor(1)}})
+    with pytest.raises(ValueError, match="device must be a CUDA device"):
+        oc.DeviceTimer(statement, device="cpu")
+
+
+def test_a_legacy_current_stream_is_replaced_by_a_private_one(fake, monkeypatch, no_warnings):
+    # Defect 8: holding the legacy stream held every blocking stream too (a
+    # pin-memory thread's copies): their work waited for the whole block.
+    blocking = fake.stream(0, blocking=True)
+    torch_cuda = TorchCudaStub({0: 0}, fake=fake)  # torch's current stream: the legacy one
+    monkeypatch.setattr(oc, "_torch_cuda", lambda: torch_cuda)
+    kernel = torch_cuda.kernel(0.1)
+    stuck = []
+
+    def statement():
+        kernel()
+        fake.launch(0.001, stream=blocking)  # another thread's work on a blocking stream
+        stuck.append(fake.pending(blocking))
+
+    t = oc.DeviceTimer(statement)
+    assert t.timeit(8) == pytest.approx(8 * 0.1e-3, abs=QUANTUM)  # the other stream's work is not in it
+    assert set(stuck) == {0}
+    private = torch_cuda.made[0].cuda_stream
+    assert fake.records_on(0) == 0 and fake.records_on(private) > 0
+    assert torch_cuda.made[0].waited_for[0] == 0  # the statement's inputs came first
+    assert t.metadata()["stream"].startswith("private non-blocking stream")
+    assert torch_cuda.streams[0] == 0  # torch's current stream is left as it was
+
+
+def test_per_iteration_reports_its_offset_from_blocks(fake):
+    # Defect 9: an event record between kernels serialises them (here the 300 ns
+    # overlap of back-to-back kernels is lost and each record takes 200 ns), so
+    # per-call windows read above blocks; the offset is measured and reported.
+    fake.configure(kernel_overlap_ns=300, event_ns=200, event_quantum_ns=1)
+    t = oc.DeviceTimer(fake.kernel(0.01), mode="per_iteration")
+    assert t.per_call_times(10) == pytest.approx([10.2e-6] * 10, abs=2e-9)
+    n = oc._OFFSET_CALLS
+    expected = (200 + 300) * (n - 1) / n * 1e-9  # from a block of n calls
+    assert t.metadata()["per_iteration_offset_s"] == pytest.approx(expected, abs=2e-9)
+    events = oc.DeviceTimer(fake.kernel(0.01))
+    assert t.timeit(n) / n - events.timeit(n) / n == pytest.approx(expected, abs=2e-9)
+
+
+# -- defect 6: torch's own graph path, against the installed (CPU-only) torch ------------
+
+
+def test_torch_graphs_on_a_cpu_only_torch_is_a_clear_cuda_error():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this torch sees a GPU: test_gpu_graph_mode covers it")
+    with pytest.raises(oc.CudaError, match=r"device_timing='graph' needs torch with CUDA; this torch "
+                                           r"\(.*\) sees no CUDA device"):
+        oc._TorchGraphs(0)
+
+
+def test_torch_graphs_set_up_on_their_own_device_or_say_why(monkeypatch):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this torch sees a GPU")
+    # Past the availability check, the real torch refuses at the capture stream,
+    # made up front on the timer's device (not at the first capture).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(oc.CudaError, match=r"graph mode could not set up capture on CUDA device 1: .*CUDA"):
+        oc._TorchGraphs(1)
+
+
+def test_torch_graphs_capture_errors_are_graph_capture_errors():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this torch sees a GPU")
+    graphs = object.__new__(oc._TorchGraphs)
+    graphs._torch, graphs._device, graphs._stream, graphs._pool, graphs._graphs = torch, 0, None, None, []
+    with pytest.raises(errors.GraphCaptureError, match=r"could not capture the statement into a CUDA graph: "
+                                                      r".*time it with device_timing='events'") as e:
+        graphs.capture(lambda: None, 1)  # the real torch.cuda, as far as a CPU build goes
+    assert isinstance(e.value, RuntimeError) and isinstance(e.value, errors.Error)
+
+
+def test_torch_graphs_share_one_pool_and_their_capture_stream():
+    # torch.cuda as _TorchGraphs drives it, recorded: the capture stream is made
+    # under the timer's device, both graphs get the same pool and stream, and a
+    # statement that synchronizes mid-capture is named.
+    calls = []
+
+    class Graph:
+        def replay(self):
+            calls.append("replay")
+
+    class Cuda:
+        is_available = staticmethod(lambda: True)
+        graph_pool_handle = staticmethod(lambda: "pool")
+        CUDAGraph = Graph
+
+        @staticmethod
+        @contextlib.contextmanager
+        def device(index):
+            calls.append(("device", index))
+            yield
+
+        @staticmethod
+        def Stream():
+            calls.append(("Stream", calls[-1]))
+            return "capture-stream"
+
+        @staticmethod
+        @contextlib.contextmanager
+        def graph(graph, pool=None, stream=None):
+            calls.append(("graph", pool, stream))
+            yield
+
+    import types
+
+    stub = types.SimpleNamespace(cuda=Cuda, __version__="stub")
+    original = sys.modules.get("torch")
+    sys.modules["torch"] = stub  # type: ignore[assignment]
+    try:
+        graphs = oc._TorchGraphs(1)
+    finally:
+        if original is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = original
+    assert ("Stream", ("device", 1)) in calls  # made on the timer's device
+    graphs.capture(lambda: None, 1000)
+    graphs.capture(lambda: None, 1)
+    assert [c for c in calls if c[0] == "graph"] == [("graph", "pool", "capture-stream")] * 2
+    assert len(graphs._graphs) == 2  # both kept alive, one pool between them
+
+    def synchronizes():
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    with pytest.raises(errors.GraphCaptureError, match=r"operation not permitted when stream is capturing\. "
+                                                      r"A statement that synchronizes"):
+        graphs.capture(synchronizes, 10)
 
 
 # -- on a real GPU -------------------------------------------------------------------------
@@ -864,6 +1194,49 @@ def test_gpu_cold_buffer_sized_from_the_device_l2():
     assert len(t.per_call_times(5)) == 5
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     assert t.metadata()["flush_buffer_bytes"] == oc._flush_buffer_bytes(l2)
+
+
+@gpu
+def test_gpu_cold_flush_reads_with_the_ptx_kernel():
+    import torch
+
+    x = torch.randn(1 << 20, device="cuda")
+    t = oc.DeviceTimer(lambda: x.mul_(1.0), mode="per_iteration", cache="cold")
+    assert len(t.per_call_times(5)) == 5
+    assert t.metadata()["l2_flush"] == "read"  # the driver compiled and ran the read kernel
+
+
+@gpu
+def test_gpu_launches_are_counted_on_torchs_stream():
+    import torch
+
+    x = torch.zeros(1024, device="cuda")
+
+    def eight():
+        for _ in range(8):
+            x.add_(1.0)
+
+    before = x.clone()
+    with torch.cuda.stream(torch.cuda.Stream()):
+        t = oc.DeviceTimer(eight)
+        t.timeit(100)
+        torch.cuda.current_stream().synchronize()
+    meta = t.metadata()
+    assert meta["launches_per_call"] == 8, meta.get("launch_count_problem")
+    assert meta["stream"] == "torch's current stream" and meta["launch_hold"] is True
+    assert torch.all(x > before)  # the captured call ran nothing; the timed ones did
+
+
+@gpu
+def test_gpu_legacy_stream_is_replaced_by_a_private_one():
+    import torch
+
+    x = torch.zeros(1024, device="cuda")
+    t = oc.DeviceTimer(lambda: x.add_(1.0))
+    t.timeit(100)
+    assert t.metadata()["stream"].startswith("private non-blocking stream")
+    assert torch.cuda.current_stream().cuda_stream == 0
+    assert float(x[0]) >= 100  # the legacy stream waited for the private one
 
 
 @gpu

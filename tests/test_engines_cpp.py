@@ -452,3 +452,54 @@ def test_torch_statement_end_to_end(torch_cache: Path, monkeypatch: pytest.Monke
     assert str(info.value).startswith("C++ statement failed to compile: stmt:1:")
     with pytest.raises(build.CompileError, match=r"#include <torch/torch\.h>"):
         CppTimer(stmt="torch::nn::Linear m(2, 2);").timeit(1)
+
+
+# A guard that marks the thread it is in force on, as torch::NoGradGuard and
+# c10::InferenceMode do (thread-local state, restored by the destructor).
+_GUARD = textwrap.dedent("""
+    thread_local int guard_depth = 0;
+    struct DepthGuard {
+      DepthGuard() { ++guard_depth; }
+      ~DepthGuard() { --guard_depth; }
+    };
+    extern "C" __attribute__((visibility("default"))) int guard_depth_here() { return guard_depth; }
+""")
+
+
+def _guard_timer():
+    import opbench
+
+    t = opbench.Timer("opbench::do_not_optimize(guard_depth);", setup="DepthGuard guard;",
+                      global_setup=_GUARD, language="c++")
+    depth = ctypes.CDLL(str(t.engine.library_path())).guard_depth_here
+    return t, depth
+
+
+def test_setup_guards_end_with_the_measurement():
+    t, depth = _guard_timer()
+    for measure in (lambda: t.timeit(100), lambda: t.blocked_autorange(min_run_time=0.01),
+                    lambda: t.repeat(2, 100)):
+        measure()
+        assert depth() == 0  # setup's guard is not in force in the Python thread any more
+
+
+def test_an_open_session_is_never_resumed_on_another_thread():
+    import gc
+    import threading
+
+    t, depth = _guard_timer()
+    t.run(100)  # the sampling protocol mid-measurement: setup's frame is open
+    assert depth() == 1
+    seen = []
+
+    def collect_elsewhere():
+        nonlocal t
+        del t
+        gc.collect()
+        seen.append(depth())
+
+    thread = threading.Thread(target=collect_elsewhere)
+    thread.start()
+    thread.join()
+    # Resumed there, the guard's destructor would have run against that thread's state.
+    assert seen == [0]

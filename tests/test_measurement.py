@@ -184,3 +184,16 @@ def test_describe_extends_repr_which_stays_untouched():
 def test_an_impossible_measurement_is_refused_at_construction(number, times, match):
     with pytest.raises(ValueError, match=match):
         opbench.Measurement(number, times, opbench.TaskSpec("f()", "pass"))
+
+
+def test_without_overhead_never_returns_times_of_zero_or_less():
+    spec = opbench.TaskSpec("f()", "pass")
+    # The harness's estimate at or above some run: those runs are indistinguishable
+    # from the harness itself; a time of 0 or less would be a confident wrong figure.
+    for times in ([2e-9, 5e-9], [1.5e-9, 1.9e-9]):
+        m = opbench.Measurement(1, times, spec, overhead=2e-9)
+        with pytest.raises(opbench.Error, match="overhead") as e:
+            m.without_overhead()
+        assert isinstance(e.value, ValueError)
+    m = opbench.Measurement(1, [3e-9, 5e-9], spec, overhead=1e-9)
+    assert m.without_overhead().times == pytest.approx([2e-9, 4e-9])

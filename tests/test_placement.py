@@ -12,6 +12,7 @@ import time
 import pytest
 
 import opbench
+import opbench.sweep.placement
 from opbench.errors import PlacementError
 from opbench.sweep.placement import Needs, needs_of, reserve
 
@@ -118,3 +119,39 @@ def test_fit_counts_what_a_worker_already_holds():
     assert Needs(cpus=1).fit(offer, held={"CPU": 1, "GPU": 1})
     assert not Needs(cpus=1, gpus=1).fit({"CPU": 8})
     assert not Needs().fit({})  # a Dask worker that declares no resources
+
+
+def _fake_topology(tmp_path, monkeypatch, siblings: dict[int, str]):
+    """A sysfs CPU tree where ``siblings[cpu]`` is its thread_siblings_list."""
+    root = tmp_path / "sysfs_cpu"
+    for cpu, text in siblings.items():
+        (root / f"cpu{cpu}" / "topology").mkdir(parents=True)
+        (root / f"cpu{cpu}" / "topology" / "thread_siblings_list").write_text(text + "\n")
+    monkeypatch.setattr(opbench.sweep.placement, "_SYSFS_CPU", str(root), raising=False)
+
+
+def test_hyperthread_siblings_are_one_core(tmp_path, monkeypatch, slots):
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("needs two usable CPUs")
+    a, b = allowed[:2]
+    # a and b share one physical core: two measurements on them would share it.
+    monkeypatch.setattr(opbench.sweep.placement, "_allowed_cpus", lambda: [a, b])
+    _fake_topology(tmp_path, monkeypatch, {a: f"{a},{b}", b: f"{a}-{b}" if b == a + 1 else f"{a},{b}"})
+    with pytest.raises(PlacementError, match="needs 2 core"), reserve(Needs(cpus=2)):
+        pass
+    fd = _hold(slots, f"cpu{a}")  # another process measures on that core
+    got: list[dict] = []
+
+    def claim():
+        with reserve(Needs(cpus=1)) as slot:
+            got.append(slot)
+
+    thread = threading.Thread(target=claim)
+    thread.start()
+    time.sleep(0.3)
+    waiting = not got  # b is free as a logical CPU, but its core is taken
+    os.close(fd)
+    thread.join(10)
+    assert waiting, got
+    assert got[0]["cpus"] == [a] and got[0]["core_cpus"] == [[a, b]] and got[0]["waited_s"] > 0

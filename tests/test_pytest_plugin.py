@@ -486,6 +486,65 @@ def test_instruction_mode_gates_a_one_percent_change_exactly(pytester: pytest.Py
     slower.stdout.fnmatch_lines(["test_count.py::test_work * 1.010 *REGRESSION"])
 
 
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (CI installs it)")
+def test_instruction_mode_counts_only_the_statements_own_work(pytester: pytest.Pytester) -> None:
+    """torch's intra-op pool at the Timer's thread count (1), its workers asleep: a
+    torch statement counts under pytest what collect_callgrind counts, every repeat."""
+    from opbench import _C, Timer
+    from opbench.instructions import InstructionCounts
+
+    if not _C.callgrind.available():
+        pytest.skip("opbench._C was built without valgrind's headers")
+    pytester.makepyfile(test_torch="""
+        import torch
+
+        def test_softmax(opbench):
+            torch.ones(256, 256).sum(-1)  # the pool's workers started and left idle
+            x = torch.ones(32, 64)
+            opbench("torch.softmax(x, -1)", globals={"x": x})
+
+        def test_options_per_benchmark(opbench):
+            opbench(lambda: None, instruction_number=7, instruction_repeats=2)
+    """)
+    result = run(pytester, "--opbench-mode=instructions", "--opbench-save", "counts.json",
+                 "--opbench-instruction-repeats", "4")
+    result.assert_outcomes(passed=2)
+    softmax, options = load(pytester.path / "counts.json").instructions
+    assert (softmax.number_per_run, len(softmax.counts)) == (100, 4)  # the session's options
+    assert (options.number_per_run, len(options.counts)) == (7, 2)    # the benchmark's
+    # Repeats close (with torch's pool at the machine's size and its workers spinning,
+    # they were 25-35% apart).
+    assert max(softmax.counts) / min(softmax.counts) < 1.002, softmax.counts
+    collected = InstructionCounts.from_callgrind(
+        Timer("torch.softmax(x, -1)", setup="x = torch.ones(32, 64)")
+        .collect_callgrind(number=100, repeats=2))
+    assert softmax.per_run == pytest.approx(collected.per_run, rel=0.005), \
+        (softmax.per_run, collected.per_run)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (CI installs it)")
+def test_instruction_counts_agree_across_fresh_processes() -> None:
+    """Five fresh processes, each in another working directory with a larger environment:
+    an allocating and a non-allocating Python function and a torch statement (counted by
+    the plugin) and a C++ statement (collect_callgrind) agree within 0.1%."""
+    import importlib.util
+    from pathlib import Path
+
+    from opbench import _C
+
+    if not _C.callgrind.available():
+        pytest.skip("opbench._C was built without valgrind's headers")
+    path = Path(__file__).parents[1] / "benchmarks" / "cross_process.py"
+    spec = importlib.util.spec_from_file_location("cross_process", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = module.measure(5)["opbench"]
+    assert len(found) == 4 and all(len(v) == 5 for v in found.values()), found
+    for row, values in found.items():
+        assert module.spread(values) <= 0.001, (row, values)
+
+
 # -- what a team configures, and the A/B face ------------------------------------------
 
 def test_per_benchmark_threshold_from_the_fixture_or_the_marker(bench: pytest.Pytester) -> None:

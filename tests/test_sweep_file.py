@@ -113,10 +113,11 @@ def test_a_sweep_over_two_hosts_loads_with_each_environment_and_shows_one_block_
     proc = subprocess.run([sys.executable, "-m", "opbench", "show", str(path)],
                           check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    rows = [line for line in proc.stdout.splitlines() if "n=" in line]
-    assert "(host-a)" in rows[0] and "n=1" in rows[0]
-    assert "(host-a)" not in rows[1] and "n=2" in rows[1]  # the same block goes on
-    assert "(host-b)" in rows[2] and "n=1" in rows[2]
+    # A row per benchmark, keyed as the gate keys it: the host (the env) is part of it.
+    rows = {line.split("|  ")[0].strip(): line.rsplit("|", 1)[1].strip()
+            for line in proc.stdout.splitlines() if "n=" in line}
+    assert rows == {"L | n=1 | d | env=host-a": "1.0", "L | n=1 | d | env=host-b": "3.0",
+                    "L | n=2 | d | env=host-a": "2.0"}, proc.stdout
     assert "hostname=host-a, host-b" in proc.stdout
 
 

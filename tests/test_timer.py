@@ -15,6 +15,8 @@ import torch.utils.benchmark as tb
 import opbench
 from conftest import MockTimer, strip_object_line
 from opbench import Timer
+from opbench.engines import Engine
+from opbench.stopping import converge, sample
 
 
 class OurMockTimer(opbench.Timer):
@@ -313,3 +315,35 @@ def test_opbench_timer_is_the_module_and_still_reads_the_clock():
     # `timer=benchmark.timer`, as torch code writes it, is the default clock
     assert Timer("pass", timer=module).kwargs["timer"] is module
     assert Timer("pass", timer=module).timeit(10).median > 0
+
+
+class _PerCallEngine(Engine):
+    """Keeps every call as its own sample, as the CUDA per-iteration and C++
+    layouts engines do; each call's sample is the size of the block it ran in, so
+    the search's blocks (1, 10, ...) show in the result if they leak into it."""
+
+    def __init__(self, **kwargs):
+        self.kept: list[float] = []
+
+    def timeit(self, number):
+        self.kept += [float(number)] * number
+        return number * 1e-6
+
+    def discard_samples(self):
+        self.kept = []
+
+    def samples(self, number, times):
+        return 1, list(self.kept)
+
+
+@pytest.mark.parametrize("rule", [
+    lambda t: sample(t, min_run_time=0.05, min_samples=2),
+    lambda t: converge(t, min_run_time=0.05, max_run_time=0.2),
+    lambda t: t.blocked_autorange(min_run_time=0.05),
+])
+def test_block_size_search_calls_are_never_samples(rule):
+    class T(Timer):
+        _timer_cls = _PerCallEngine
+
+    m = rule(T("f()", globals={"f": len}))
+    assert set(m.raw_times) == {float(m.info["block_size"])}, sorted(set(m.raw_times))

@@ -14,8 +14,11 @@
 // What the hardware does to that scheme, and what this file does about it:
 //   * A launch queue holds on the order of a thousand commands; a host that
 //     queues more behind the hold blocks in the launch. Held blocks are kept to
-//     a few dozen commands (kHeldCommands), and a stall teaches a smaller block
-//     for the device, for every later Context of this process.
+//     a few dozen commands (kHeldCommands), counted in launches: a statement's
+//     launches per call are counted once, warm, by capturing one call
+//     (count_launches), so a call of 64 kernels is 64 commands, not one. A
+//     stall still teaches a smaller block for the device, for every later
+//     Context of this process.
 //   * Anything that waits for the GPU inside a call (a synchronize, .item(), and
 //     since CUDA 12.2 the lazy loading of a kernel on its first launch) cannot
 //     finish behind the hold. Callers run a statement's first call unheld
@@ -34,6 +37,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -156,12 +160,55 @@ struct Stall {
   long long calls_returned;
 };
 
-// One NVML reading taken while a block ran: what the GPU's clocks were under load.
-struct ClockSample {
-  unsigned sm_mhz, mem_mhz;
-  long long reasons;  // NVML clocks-event reasons; -1 when this NVML cannot say
-  long long windows;  // timed windows of the block it was taken in
-};
+// The cold-L2 flush: a kernel that reads the flush buffer (16 bytes a thread,
+// grid-stride, through L2 only: ld.global.cg), so the L2 ends up full of clean
+// lines of the buffer and the statement's dirty lines were written back while
+// it ran, outside the timed window. A memset would leave the L2 full of dirty
+// lines whose write-back lands in the next timed call (triton's zero_ does).
+// The store is never taken in practice; it keeps the loads from being removed.
+// PTX, JIT-compiled by the driver: no toolkit needed.
+constexpr const char* kL2ReadPtx = R"(.version 7.0
+.target sm_52
+.address_size 64
+.visible .entry opbench_l2_read(.param .u64 p_buf, .param .u64 p_n16, .param .u64 p_sink)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<12>;
+  ld.param.u64 %rd1, [p_buf];
+  ld.param.u64 %rd2, [p_n16];
+  ld.param.u64 %rd3, [p_sink];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd3, %rd3;
+  mov.u32 %r1, %ctaid.x;
+  mov.u32 %r2, %ntid.x;
+  mov.u32 %r3, %tid.x;
+  mov.u32 %r4, %nctaid.x;
+  mul.wide.u32 %rd4, %r1, %r2;
+  cvt.u64.u32 %rd5, %r3;
+  add.u64 %rd4, %rd4, %rd5;
+  mul.wide.u32 %rd6, %r4, %r2;
+  mov.b32 %r5, 0;
+LOOP:
+  setp.ge.u64 %p1, %rd4, %rd2;
+  @%p1 bra DONE;
+  shl.b64 %rd7, %rd4, 4;
+  add.u64 %rd8, %rd1, %rd7;
+  ld.global.cg.v4.u32 {%r6, %r7, %r8, %r9}, [%rd8];
+  xor.b32 %r5, %r5, %r6;
+  xor.b32 %r5, %r5, %r7;
+  xor.b32 %r5, %r5, %r8;
+  xor.b32 %r5, %r5, %r9;
+  add.u64 %rd4, %rd4, %rd6;
+  bra LOOP;
+DONE:
+  setp.ne.u32 %p2, %r5, 0x2545F491;
+  @%p2 bra END;
+  st.global.u32 [%rd3], %r5;
+END:
+  ret;
+}
+)";
 
 // --- the context ------------------------------------------------------------
 
@@ -170,6 +217,8 @@ struct ClockSample {
 // a thousand. The statement's own commands are unknown, so count one per call.
 constexpr long long kMaxHeldCalls = 32;
 constexpr long long kHeldCommands = 96;
+// A call queueing more launches than this (half a typical queue) cannot be held.
+constexpr long long kMaxHeldLaunchesPerCall = 512;
 // Unheld per-call windows are timed in blocks of this many (the event pool).
 constexpr long long kUnheldPerCallBlock = 256;
 // Events recorded back to back to find the timestamp quantum, and rounds of them.
@@ -230,6 +279,7 @@ class Context {
     const bool pushed = cu.cuCtxPushCurrent(ctx_) == CUDA_SUCCESS;
     for (CUevent e : events_) cu.cuEventDestroy(e);
     if (flush_buf_) cu.cuMemFree(flush_buf_);
+    if (read_module_) cu.cuModuleUnload(read_module_);
     if (flag_host_) cu.cuMemFreeHost(flag_host_);
     if (pushed) {
       CUcontext popped = nullptr;
@@ -284,15 +334,133 @@ class Context {
   }
   std::string clock_problem() const { return clock_problem_; }
 
-  /// The readings taken while blocks ran since the last call, as
-  /// (SM MHz, memory MHz, NVML reasons or -1, timed windows of the block).
-  std::vector<std::tuple<unsigned, unsigned, long long, long long>> take_clock_samples() {
-    std::vector<std::tuple<unsigned, unsigned, long long, long long>> out;
-    out.reserve(samples_.size());
-    for (const ClockSample& s : samples_) out.emplace_back(s.sm_mhz, s.mem_mhz, s.reasons, s.windows);
-    samples_.clear();
-    return out;
+  /// Clocks under the statement's own load, off the timed path: calls fn()
+  /// unheld, reading NVML every `spacing_s` (NVML changes its answer only on a
+  /// millisecond scale; reading faster sees the same stale value) while the
+  /// GPU still has the probe's work, until two readings agree within 1% (the
+  /// clock has finished ramping up from idle) or `max_s` has passed. At most
+  /// `max_calls` calls. Returns (SM MHz, memory MHz, reasons or -1, settled)
+  /// of the last reading taken under load, or None (see clock_problem).
+  py::object clock_probe(py::handle fn, std::uintptr_t stream, long long max_calls, double spacing_s,
+                         double max_s) {
+    unsigned sm0 = 0, mem0 = 0;
+    if (!read_clocks(sm0, mem0)) return py::none();  // no clocks here: no probe calls either
+    const opbench::detail::NoArgCall call(fn);
+    Current current(*this);
+    const auto s = reinterpret_cast<CUstream>(stream);
+    ensure_events(2);
+    opbench::detail::SignalPoll poll;
+    const auto spacing = static_cast<std::int64_t>(spacing_s * 1e9);
+    const std::int64_t t0 = opbench::now_ns();
+    std::int64_t last_read = t0;
+    py::object result = py::none();
+    long long prev_sm = -1;
+    bool settled = false;
+    // One reading; true once two in a row agree. Idle readings do not count.
+    auto take = [&]() {
+      unsigned sm = 0, mem = 0;
+      last_read = opbench::now_ns();
+      if (!read_clocks(sm, mem)) return true;  // no clocks at all: stop
+      long long reasons = -1;
+      unsigned long long r = 0;
+      if (d_->nvml.nvmlDeviceGetCurrentClocksEventReasons &&
+          d_->nvml.nvmlDeviceGetCurrentClocksEventReasons(nvml_dev_, &r) == NVML_SUCCESS)
+        reasons = static_cast<long long>(r);
+      if (reasons >= 0 && (r & NVML_CLOCKS_EVENT_REASON_GPU_IDLE)) return false;  // between kernels
+      settled = prev_sm >= 0 && std::abs(static_cast<double>(sm) - static_cast<double>(prev_sm)) <= 0.01 * sm;
+      prev_sm = sm;
+      result = py::make_tuple(sm, mem, reasons, settled);
+      return settled;
+    };
+    bool done = false;
+    for (long long i = 0; i < max_calls && !done; ++i) {
+      call();
+      poll.tick();
+      const std::int64_t now = opbench::now_ns();
+      if (now - last_read >= spacing) done = take();
+      if (now - t0 >= static_cast<std::int64_t>(max_s * 1e9)) break;
+    }
+    record(events_[1], s);
+    // The calls are queued; keep reading while the GPU runs them.
+    while (!done && opbench::now_ns() - t0 < static_cast<std::int64_t>(max_s * 1e9)) {
+      const CUresult q = d_->cu.cuEventQuery(events_[1]);
+      if (q != CUDA_ERROR_NOT_READY) {
+        d_->check(q, "cuEventQuery (clock probe)");
+        break;
+      }
+      {
+        py::gil_scoped_release nogil;
+        std::this_thread::sleep_for(
+            std::chrono::nanoseconds(std::max<std::int64_t>(0, last_read + spacing - opbench::now_ns())));
+      }
+      if (d_->cu.cuEventQuery(events_[1]) != CUDA_ERROR_NOT_READY) break;
+      done = take();
+    }
+    wait(events_[1], "queued by the clock probe");
+    if (result.is_none() && clock_problem_.empty())
+      clock_problem_ = "the GPU never stayed busy long enough for NVML to see it under load";
+    return result;
   }
+
+  /// Launches one call of fn() queues on `stream`, counted by capturing the call
+  /// (relaxed mode: nothing runs); None when it cannot be counted (see
+  /// launch_count_problem). Kept for sizing held blocks in launches.
+  py::object count_launches(py::handle fn, std::uintptr_t stream) {
+    const CudaTable& cu = d_->cu;
+    launches_per_call_ = 0;
+    if (!cu.cuStreamBeginCapture || !cu.cuStreamEndCapture || !cu.cuGraphGetNodes || !cu.cuGraphDestroy) {
+      launch_count_problem_ = "this driver cannot capture streams";
+      return py::none();
+    }
+    if (stream == 0) {
+      launch_count_problem_ = "the legacy default stream cannot be captured";
+      return py::none();
+    }
+    const opbench::detail::NoArgCall call(fn);
+    Current current(*this);
+    const auto s = reinterpret_cast<CUstream>(stream);
+    CUresult r = cu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    if (r != CUDA_SUCCESS) {
+      launch_count_problem_ = "cuStreamBeginCapture: " + d_->describe(r);
+      return py::none();
+    }
+    std::string raised;
+    std::exception_ptr interrupt;  // Ctrl-C is the user's, never a reason not to count
+    try {
+      call();
+    } catch (py::error_already_set& e) {
+      raised = e.what();
+      if (e.matches(PyExc_KeyboardInterrupt) || e.matches(PyExc_SystemExit))
+        interrupt = std::current_exception();
+    }
+    CUgraph g = nullptr;
+    r = cu.cuStreamEndCapture(s, &g);  // always: a stream left capturing is unusable
+    std::size_t n = 0;
+    if (r == CUDA_SUCCESS && g != nullptr) {
+      r = cu.cuGraphGetNodes(g, nullptr, &n);
+      cu.cuGraphDestroy(g);
+    }
+    if (interrupt) std::rethrow_exception(interrupt);
+    if (!raised.empty()) {
+      launch_count_problem_ = "the statement cannot run under stream capture (" + raised + ")";
+      return py::none();
+    }
+    if (r != CUDA_SUCCESS) {
+      launch_count_problem_ = "capturing one call failed: " + d_->describe(r);
+      return py::none();
+    }
+    if (n == 0) {
+      launch_count_problem_ = "one call launched nothing on the timed stream";
+      return py::none();
+    }
+    launch_count_problem_.clear();
+    launches_per_call_ = static_cast<long long>(n);
+    if (launches_per_call_ > kMaxHeldLaunchesPerCall && hold_)
+      disable_hold("one call queues " + std::to_string(n) + " launches, more than a held block may (" +
+                   std::to_string(kMaxHeldLaunchesPerCall) + ")");
+    return py::int_(n);
+  }
+  std::string launch_count_problem() const { return launch_count_problem_; }
 
   /// Allocates the cold-cache flush buffer once; resizing frees the old one.
   void set_flush_bytes(std::size_t bytes) {
@@ -306,8 +474,11 @@ class Context {
     if (bytes == 0) return;
     d_->check(d_->cu.cuMemAlloc(&flush_buf_, bytes), "cuMemAlloc (L2 flush buffer)");
     flush_bytes_ = bytes;
+    load_read_kernel();
   }
   std::size_t flush_bytes() const { return flush_bytes_; }
+  /// How the flush evicts the L2: "read" (clean lines), or "write" and why.
+  std::string flush_method() const { return read_fn_ ? "read" : "write (" + read_problem_ + ")"; }
 
   /// The smallest step between event timestamps on this device, in seconds
   /// (None when no step was seen): measured once per device and process.
@@ -364,7 +535,7 @@ class Context {
   long long hold_chunk() { return held_calls(false, false); }
   void set_hold_chunk(long long calls) {
     if (calls < 1) throw py::value_error("hold_chunk must be >= 1, got " + std::to_string(calls));
-    memo().hold_calls = calls;
+    memo().hold_commands = calls * commands_per_call(false, false);
   }
   double watchdog_s = 2.0;  // no progress for this long means the statement waits on the hold
 
@@ -400,11 +571,51 @@ class Context {
  private:
   DeviceMemo& memo() { return d_->memo[ordinal_]; }
 
+  // Commands one call puts in the launch queue: its launches (1 while not
+  // counted) and opbench's own records and flush.
+  long long commands_per_call(bool per_call, bool flush) const {
+    return (launches_per_call_ > 0 ? launches_per_call_ : 1) + (per_call ? 2 : 0) + (flush ? 1 : 0);
+  }
+
   long long held_calls(bool per_call, bool flush) {
-    const long long own = (per_call ? 2 : 0) + (flush ? 1 : 0);
-    long long n = std::min(kMaxHeldCalls, kHeldCommands / (own + 1));
-    if (memo().hold_calls > 0) n = std::min(n, memo().hold_calls);
+    const long long cost = commands_per_call(per_call, flush);
+    long long n = std::min(kMaxHeldCalls, kHeldCommands / cost);
+    if (memo().hold_commands > 0) n = std::min(n, memo().hold_commands / cost);
     return std::max(1LL, n);
+  }
+
+  void load_read_kernel() {
+    const CudaTable& cu = d_->cu;
+    if (read_fn_ || !read_problem_.empty()) return;
+    if (!cu.cuModuleLoadData || !cu.cuModuleGetFunction || !cu.cuLaunchKernel || !cu.cuModuleUnload) {
+      read_problem_ = "this driver cannot load modules";
+      return;
+    }
+    CUresult r = cu.cuModuleLoadData(&read_module_, kL2ReadPtx);
+    if (r == CUDA_SUCCESS) r = cu.cuModuleGetFunction(&read_fn_, read_module_, "opbench_l2_read");
+    int sms = 0;
+    if (r == CUDA_SUCCESS) r = cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_);
+    if (r != CUDA_SUCCESS) {
+      read_fn_ = nullptr;
+      read_problem_ = "the read kernel did not load: " + d_->describe(r);
+      return;
+    }
+    read_grid_ = static_cast<unsigned>(std::max(1, sms) * 4);
+  }
+
+  // The flush before one call's window: read the buffer (or, without the read
+  // kernel, overwrite it).
+  void flush_l2(CUstream s) {
+    const CudaTable& cu = d_->cu;
+    if (read_fn_) {
+      unsigned long long buf = flush_buf_, units = flush_bytes_ / 16, sink = flush_buf_;
+      void* params[] = {&buf, &units, &sink};
+      d_->check(cu.cuLaunchKernel(read_fn_, read_grid_, 1, 1, 256, 1, 1, 0, s, params, nullptr),
+                "cuLaunchKernel (L2 flush read)");
+      return;
+    }
+    const auto fill = static_cast<unsigned char>(flush_count_++ & 1);
+    d_->check(cu.cuMemsetD8Async(flush_buf_, fill, flush_bytes_, s), "cuMemsetD8Async (L2 flush)");
   }
 
   py::object module_loading() const {
@@ -452,18 +663,6 @@ class Context {
       return false;
     }
     return true;
-  }
-
-  // Called with a block released and not yet waited for: the GPU is running it,
-  // so this is the clock under load (an idle GPU reads a few hundred MHz).
-  void sample_clocks(long long windows) {
-    ClockSample s{0, 0, -1, windows};
-    if (!read_clocks(s.sm_mhz, s.mem_mhz)) return;
-    unsigned long long reasons = 0;
-    if (d_->nvml.nvmlDeviceGetCurrentClocksEventReasons &&
-        d_->nvml.nvmlDeviceGetCurrentClocksEventReasons(nvml_dev_, &reasons) == NVML_SUCCESS)
-      s.reasons = static_cast<long long>(reasons);
-    if (samples_.size() < 100000) samples_.push_back(s);
   }
 
   void ensure_events(std::size_t n) {
@@ -543,10 +742,7 @@ class Context {
     if (held) dog_->arm(seq_, watchdog_s);
     if (!per_call) record(events_[0], s);
     for (long long i = 0; i < n; ++i) {
-      if (flush) {
-        const auto fill = static_cast<unsigned char>(flush_count_++ & 1);
-        d_->check(cu.cuMemsetD8Async(flush_buf_, fill, flush_bytes_, s), "cuMemsetD8Async (L2 flush)");
-      }
+      if (flush) flush_l2(s);
       if (per_call) record(events_[2 * i], s);
       call();
       if (per_call) record(events_[2 * i + 1], s);
@@ -563,7 +759,6 @@ class Context {
       held = false;
     }
     const std::size_t windows = per_call ? static_cast<std::size_t>(n) : 1;
-    sample_clocks(static_cast<long long>(windows));
     wait(events_[2 * windows - 1], "queued in the timed region");
     if (was_held && dog_->fired()) throw Stall{n};
     for (std::size_t w = 0; w < windows; ++w) out.push_back(elapsed_s(events_[2 * w], events_[2 * w + 1]));
@@ -574,7 +769,8 @@ class Context {
   // held block after a warm-up may still be loading), then give the hold up.
   void after_stall(const Stall& stall, long long block) {
     if (stall.calls_returned > 0 && block > 1) {
-      memo().hold_calls = std::max(1LL, std::min(block - 1, stall.calls_returned / 2));
+      const long long cost = commands_per_call(false, false);
+      memo().hold_commands = cost * std::max(1LL, std::min(block - 1, stall.calls_returned / 2));
       return;
     }
     if (++empty_stalls_ == 1) return;
@@ -638,7 +834,12 @@ class Context {
   std::unique_ptr<Watchdog> dog_;
   nvmlDevice_t nvml_dev_ = nullptr;
   std::string clock_problem_;
-  std::vector<ClockSample> samples_;
+  long long launches_per_call_ = 0;  // counted launches of one call; 0: not counted
+  std::string launch_count_problem_;
+  CUmodule read_module_ = nullptr;
+  CUfunction read_fn_ = nullptr;
+  unsigned read_grid_ = 1;
+  std::string read_problem_;
 };
 
 // A CUDA event on a context, for user code that brackets its own regions.
@@ -708,9 +909,16 @@ OPBENCH_BINDINGS(cuda) {
       .def("info", &Context::info,
            "Device name, index, L2 size, driver versions, loading mode, maximum clocks.")
       .def("clocks", &Context::clocks, "(SM MHz, memory MHz) from NVML now, or None.")
-      .def("take_clock_samples", &Context::take_clock_samples,
-           "NVML readings taken while blocks ran since the last call: (SM MHz, memory MHz, reasons or -1, "
-           "windows).")
+      .def("clock_probe", &Context::clock_probe, py::arg("fn"), py::arg("stream"), py::arg("max_calls"),
+           py::arg("spacing_s") = 0.005, py::arg("max_s") = 0.1,
+           "Clocks under the statement's load, off the timed path: (SM MHz, memory MHz, reasons or -1, "
+           "settled) or None.")
+      .def("count_launches", &Context::count_launches, py::arg("fn"), py::arg("stream"),
+           "Launches one call queues on `stream` (captured, not run), or None; sizes held blocks.")
+      .def_property_readonly("launch_count_problem", &Context::launch_count_problem,
+                             "Why count_launches returned None.")
+      .def_property_readonly("flush_method", &Context::flush_method,
+                             "'read' (the L2 is left clean) or 'write (why)'.")
       .def_property_readonly("clock_problem", &Context::clock_problem, "Why clocks() returned None.")
       .def("event_quantum", &Context::event_quantum, py::arg("stream") = 0,
            "Seconds between adjacent event timestamps on this device (measured once per process), or None.")

@@ -30,6 +30,9 @@ using CUdeviceptr = unsigned long long;
 using CUcontext = struct CUctx_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
 using nvmlReturn_t = int;
 using nvmlDevice_t = struct nvmlDevice_st*;
 
@@ -45,6 +48,8 @@ constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
 constexpr int CU_MODULE_EAGER_LOADING = 1;
 constexpr int CU_MODULE_LAZY_LOADING = 2;
 constexpr int CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
+constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 constexpr unsigned CU_EVENT_DEFAULT = 0;
 constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
 constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 0x02;
@@ -105,6 +110,17 @@ struct CudaTable {
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
   CUresult (*cuModuleGetLoadingMode)(int*);  // optional (CUDA 11.7+)
+  // optional: counting a call's launches by capturing it (CUDA 10+)
+  CUresult (*cuStreamBeginCapture)(CUstream, int);
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+  CUresult (*cuGraphGetNodes)(CUgraph, void*, std::size_t*);
+  CUresult (*cuGraphDestroy)(CUgraph);
+  // optional: the cold-L2 flush's read kernel, JIT-compiled from PTX by the driver
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void**, void**);
 };
 
 /// NVML, for clocks and the driver's release number. Optional: a driver
@@ -123,7 +139,7 @@ struct NvmlTable {
 
 /// What a process learns about one device once and reuses in every Context.
 struct DeviceMemo {
-  long long hold_calls = 0;  ///< most calls one held block may queue; 0: not learned yet
+  long long hold_commands = 0;  ///< most launch-queue commands one held block may queue; 0: not learned yet
   bool quantum_measured = false;
   double event_quantum_s = 0;  ///< smallest step of event timestamps; 0: none seen
 };
@@ -253,6 +269,14 @@ inline std::shared_ptr<Driver> load_driver(const std::string& libcuda, const std
   detail::bind_symbol(lib, t.cuMemHostGetDevicePointer, {"cuMemHostGetDevicePointer_v2"});
   detail::bind_symbol(lib, t.cuMemFreeHost, {"cuMemFreeHost"});
   detail::bind_symbol(lib, t.cuModuleGetLoadingMode, {"cuModuleGetLoadingMode"});
+  detail::bind_symbol(lib, t.cuStreamBeginCapture, {"cuStreamBeginCapture_v2"});
+  detail::bind_symbol(lib, t.cuStreamEndCapture, {"cuStreamEndCapture"});
+  detail::bind_symbol(lib, t.cuGraphGetNodes, {"cuGraphGetNodes"});
+  detail::bind_symbol(lib, t.cuGraphDestroy, {"cuGraphDestroy"});
+  detail::bind_symbol(lib, t.cuModuleLoadData, {"cuModuleLoadData"});
+  detail::bind_symbol(lib, t.cuModuleGetFunction, {"cuModuleGetFunction"});
+  detail::bind_symbol(lib, t.cuModuleUnload, {"cuModuleUnload"});
+  detail::bind_symbol(lib, t.cuLaunchKernel, {"cuLaunchKernel"});
 
   void* nv = dlopen(libnvml.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (nv == nullptr) {

@@ -47,13 +47,16 @@ __all__ = [
     "ElisionWarning",
     "Error",
     "FuzzerSpecError",
+    "GraphCaptureError",
     "HoldTimedOut",
     "KeyCollisionError",
     "LaunchHoldWarning",
     "MachineWarning",
     "NothingToCompareError",
+    "OverheadError",
     "PlacementError",
     "PrecompiledHeaderWarning",
+    "RecompileError",
     "ResolutionWarning",
     "ResultsFileError",
     "ResultsFileWarning",
@@ -87,6 +90,12 @@ class KeyCollisionError(Error, ValueError):
     results; saved together they would be pooled into one row. The message names both."""
 
 
+class OverheadError(Error, ValueError):
+    """``Measurement.without_overhead()`` cannot subtract the harness's cost: none was
+    calibrated, or it is at least as large as a measured run (the statement is
+    indistinguishable from the harness)."""
+
+
 class NothingToCompareError(Error, ValueError):
     """A regression gate found no benchmark in both sets of results: it compared nothing,
     so it cannot say there is no regression."""
@@ -102,6 +111,12 @@ class CompileError(Error, RuntimeError):
     or ``global_setup:LINE`` in the user's own numbering."""
 
 
+class RecompileError(Error, RuntimeError):
+    """``torch.compile`` recompiled while ``opbench.compile.overheads`` was timing a compiled
+    call, so the figure would mix compiled calls with compilations. The message names the
+    guard that failed (torch's own reason) and the cell being timed."""
+
+
 class CompilerNotFoundError(Error, RuntimeError):
     """No C++ compiler could be found (set ``$CXX`` or install g++ / clang++)."""
 
@@ -113,6 +128,11 @@ class CudaError(Error, RuntimeError):
 
     code: int = -1
     function: str = ""
+
+
+class GraphCaptureError(CudaError):
+    """Graph mode could not capture the statement into a CUDA graph (it
+    synchronizes, copies to the host, or does something else capture forbids)."""
 
 
 class HoldTimedOut(CudaError):

@@ -18,7 +18,6 @@ nothing else.
 from __future__ import annotations
 
 import enum
-import functools
 import sys
 import textwrap
 import types
@@ -30,6 +29,7 @@ from opbench._checks import check_count, check_positive
 from opbench._threads import set_torch_threads
 from opbench.callgrind.globals import CopyIfCallgrind
 from opbench.core import first_call
+from opbench.core.identity import callable_name, callable_source, describe_callable
 from opbench.core.measurement import Measurement, TaskSpec
 from opbench.engines import Engine, as_engine
 from opbench.engines.python import PythonEngine, check_syntax, default_timer, is_python_code
@@ -52,51 +52,6 @@ def _normalize(src: str) -> str:
     code written inside a function neither fails to parse nor prints oddly."""
     src = textwrap.dedent(src)
     return (src[1:] if src and src[0] == "\n" else src).rstrip()
-
-
-def _target(fn: Callable[..., Any]) -> Any:
-    """What a callable runs: the function of a partial or a bound method, else itself."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return getattr(fn, "__func__", fn)
-
-
-def _qualname(fn: Callable[..., Any]) -> str:
-    target = _target(fn)
-    if not hasattr(target, "__qualname__"):  # an instance with __call__: its class
-        target = type(target)
-    return str(getattr(target, "__qualname__", None) or getattr(target, "__name__", "callable"))
-
-
-def _describe_callable(fn: Callable[..., Any]) -> str:
-    """``f()``, ``Model.forward()``, ``partial(f)()``: the text a callable stands for in
-    results. Never a repr: those hold memory addresses and argument values."""
-    name = _qualname(fn).rpartition("<locals>.")[2]
-    return f"partial({name})()" if isinstance(fn, functools.partial) else f"{name}()"
-
-
-def callable_name(fn: Callable[..., Any]) -> str:
-    """The module-qualified name a callable is known by across runs (``pkg.mod.f``,
-    ``tests.test_x.test_sort.<locals>.<lambda>``): stable, unlike its repr."""
-    target = _target(fn)
-    module = getattr(target, "__module__", None) or getattr(type(target), "__module__", "")
-    name = f"{module}.{_qualname(fn)}" if module else _qualname(fn)
-    return f"partial({name})" if isinstance(fn, functools.partial) else name
-
-
-def callable_source(fn: Callable[..., Any]) -> str | None:
-    """Where a Python callable is defined (``file.py:LINE``), plus a partial's argument
-    kinds: tells apart two callables with one name (two lambdas in one test)."""
-    code = getattr(_target(fn), "__code__", None)
-    if code is None:
-        return None
-    where = f"{code.co_filename}:{code.co_firstlineno}"
-    if isinstance(fn, functools.partial):
-        simple = (int, float, str, bool, type(None))
-        args = [repr(a) if isinstance(a, simple) else type(a).__name__
-                for a in (*fn.args, *fn.keywords.values())]
-        where += f" partial({', '.join([*args[:len(fn.args)], *fn.keywords])})"
-    return where
 
 
 def _names_used(code: Any) -> set[str]:
@@ -147,6 +102,10 @@ class Timer:
             device-time mode: ``"events"``, ``"per_iteration"`` or ``"graph"``.
         l2_cache: with device timing, ``"warm"`` or ``"cold"`` (flush the L2
             before each timed call).
+        device: with device timing, the CUDA device to time (an index,
+            ``"cuda:N"`` or a torch.device); default the device of the CUDA
+            tensors in ``globals``, else torch's current device
+            (``Measurement.info["device_source"]`` says which).
         record_first_call: time the very first (cold) call alone, before any
             warm-up, into ``Measurement.info["first_call_s"]``: the cost of
             lazy initialisation or compilation (``torch.compile``).
@@ -195,6 +154,7 @@ class Timer:
         *,
         device_timing: str | None = None,
         l2_cache: str = "warm",
+        device: Any = None,
         setup_per_block: bool = False,
         record_first_call: bool = False,
         name: str | None = None,
@@ -206,7 +166,7 @@ class Timer:
             "globals": None if globals is None else dict(globals), "label": label,
             "sub_label": sub_label, "description": description, "env": env,
             "num_threads": num_threads, "language": language,
-            "device_timing": device_timing, "l2_cache": l2_cache,
+            "device_timing": device_timing, "l2_cache": l2_cache, "device": device,
             "setup_per_block": setup_per_block, "record_first_call": record_first_call,
             "name": name,
             "layouts": layouts,
@@ -224,8 +184,8 @@ class Timer:
         # A copy, so `exec` adding __builtins__ (or us adding torch) never
         # leaks into the caller's dict.
         globals_ = dict(globals or {})
-        stmt_text = _describe_callable(stmt) if callable(stmt) else _normalize(stmt)
-        setup_text = _describe_callable(setup) if callable(setup) else _normalize(setup)
+        stmt_text = describe_callable(stmt) if callable(stmt) else _normalize(stmt)
+        setup_text = describe_callable(setup) if callable(setup) else _normalize(setup)
 
         engine_cls = self._timer_cls
         engine_kwargs: dict[str, Any] = {}
@@ -271,7 +231,7 @@ class Timer:
         if device_timing is not None:
             from opbench.engines.cuda.engine import DeviceEngine
 
-            self._engine = DeviceEngine(self._engine, device_timing, l2_cache)
+            self._engine = DeviceEngine(self._engine, device_timing, l2_cache, device, globals_)
         self._info: dict[str, Any] = {}
         if callable(stmt):
             source = callable_source(stmt)
@@ -333,10 +293,15 @@ class Timer:
         Starting a measurement checks the machine, times the first call when
         asked to (``record_first_call``), and resets the engine; the block-size
         search (grow tenfold until the clock's overhead is under 0.01% of a
-        block and a block takes ``min_run_time / 1000``) doubles as warm-up.
+        block and a block takes ``min_run_time / 1000``) doubles as warm-up: its
+        calls are discarded, never samples.
         """
         check_positive("min_run_time", min_run_time)
-        return self._estimate_block_size(min_run_time)
+        number = self._estimate_block_size(min_run_time)
+        # The search's blocks (and the cold first call) are warm-up: an engine that
+        # keeps each call must not put them among the measurement's samples.
+        self._engine.discard_samples()
+        return number
 
     def run(self, number: int) -> float:
         """Seconds for one block of ``number`` runs, in the Timer's thread setting.
@@ -350,7 +315,19 @@ class Timer:
 
     def measurement(self, number: int, times: list[float]) -> Measurement:
         """The Measurement of blocks of ``number`` runs that took ``times`` seconds,
-        with the engine's facts and this measurement's warnings in ``info``."""
+        with the engine's facts and this measurement's warnings in ``info``.
+
+        This ends the measurement: what the engine held for it is released (a C++
+        setup's frame is unwound, so guards it declared end here, on this thread);
+        a later ``run`` starts a new one, setup included.
+        """
+        try:
+            return self._result(number, times)
+        finally:
+            self._engine.finish()
+
+    def _result(self, number: int, times: list[float]) -> Measurement:
+        """The Measurement so far, the measurement going on (a stopping rule's look)."""
         number_per_run, raw_times = self._engine.samples(number, list(times))
         info = dict(self._info)
         info.update(self._engine.info())
@@ -491,8 +468,9 @@ class Timer:
         (and the block takes at least min_run_time / 1000). Doubles as a warm-up."""
         self._begin_measurement()
         with set_torch_threads(self._task_spec.num_threads):
+            self._engine.warm_up()  # a device's cold first call must not size the blocks
             overhead = _median_f32([self._timeit(0) for _ in range(5)])
-            number = 1
+            number = self._engine.block_unit()
             while True:
                 time_taken = self._timeit(number)
                 relative_overhead = overhead / time_taken
@@ -547,7 +525,7 @@ class Timer:
 
         def stop_hook(times: list[float]) -> bool:
             if len(times) > 3:
-                return self.measurement(number, times).meets_confidence(threshold=threshold)
+                return self._result(number, times).meets_confidence(threshold=threshold)
             return False
 
         times = self._threaded_measurement_loop(

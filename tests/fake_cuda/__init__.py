@@ -83,18 +83,22 @@ class FakeCuda:
         lib.opbench_fake_fail.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.opbench_fake_stat.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_longlong)]
         lib.opbench_fake_stat.restype = ctypes.c_bool
-        lib.opbench_fake_stream_create.argtypes = [ctypes.c_int]
+        lib.opbench_fake_stream_create.argtypes = [ctypes.c_int, ctypes.c_int]
         lib.opbench_fake_stream_create.restype = ctypes.c_size_t
         lib.opbench_fake_stream_records.argtypes = [ctypes.c_size_t, ctypes.c_int]
         lib.opbench_fake_stream_records.restype = ctypes.c_longlong
+        lib.opbench_fake_pending.argtypes = [ctypes.c_size_t, ctypes.c_int]
+        lib.opbench_fake_pending.restype = ctypes.c_longlong
         lib.opbench_fake_set_current.argtypes = [ctypes.c_int]
         lib.cuStreamSynchronize.argtypes = [ctypes.c_size_t]
         self.lib = lib
+        #: Options every ``configure`` starts from (a test suite's own defaults).
+        self.defaults: dict[str, float | str] = {}
 
     def configure(self, **config: float | str) -> None:
         """A fresh fake (every counter zero) with ``config`` over the defaults, in use by opbench."""
         self.lib.opbench_fake_reset()
-        for key, value in config.items():
+        for key, value in {**self.defaults, **config}.items():
             if isinstance(value, str):
                 rc = self.lib.opbench_fake_set_text(key.encode(), value.encode())
             else:
@@ -138,8 +142,14 @@ class FakeCuda:
         """Makes entry point ``function`` return ``code`` (0 clears)."""
         self.lib.opbench_fake_fail(function.encode(), code)
 
-    def stream(self, device: int = 0) -> int:
-        return int(self.lib.opbench_fake_stream_create(device))
+    def stream(self, device: int = 0, *, blocking: bool = False) -> int:
+        """A new stream: non-blocking as torch makes them, or blocking (cuStreamCreate's
+        default), which synchronises implicitly with the legacy stream."""
+        return int(self.lib.opbench_fake_stream_create(device, int(blocking)))
+
+    def pending(self, stream: int, device: int = 0) -> int:
+        """Commands submitted to ``stream`` that have not run yet."""
+        return int(self.lib.opbench_fake_pending(stream, device))
 
     def records_on(self, stream: int, device: int = 0) -> int:
         return int(self.lib.opbench_fake_stream_records(stream, device))
@@ -147,3 +157,33 @@ class FakeCuda:
     def set_current(self, device: int) -> None:
         """As cudaSetDevice(device) on this thread (-1: no context current)."""
         self.lib.opbench_fake_set_current(device)
+
+
+class FakeGraphs:
+    """Stands in for torch.cuda.CUDAGraph capture: a replay launches the captured
+    calls' device time as one kernel, plus an upload on its first replay."""
+
+    def __init__(self, fake: FakeCuda, ms_per_call: float, upload_ms: float) -> None:
+        self.fake, self.ms_per_call, self.upload_ms = fake, ms_per_call, upload_ms
+        self.captured: list[int] = []
+        self.prepared = 0
+        self.replays = 0
+
+    def __call__(self, device: int) -> FakeGraphs:  # as DeviceTimer._graphs_cls(device)
+        return self
+
+    def prepare(self, fn: Callable[[], None]) -> None:
+        self.prepared += 1
+        self.fake.set_current(0)  # torch makes its device's context current
+        fn()
+
+    def capture(self, fn: Callable[[], None], calls: int) -> Callable[[], None]:
+        self.captured.append(calls)
+        uploaded: list[bool] = []
+
+        def replay() -> None:
+            self.replays += 1
+            self.fake.launch(self.ms_per_call * calls + (0 if uploaded else self.upload_ms))
+            uploaded.append(True)
+
+        return replay

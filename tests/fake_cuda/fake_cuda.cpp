@@ -24,9 +24,30 @@
 //     is current on the calling thread; contexts are a per-thread stack.
 //   * Events and streams belong to one device: recording on another device's
 //     stream is CUDA_ERROR_INVALID_HANDLE.
-//   * NVML reads an idle clock (and the GpuIdle reason) unless the device has
-//     work running at that moment, so clocks read before work or after a
-//     synchronize never show what the GPU ran at.
+//   * NVML answers only at its update period (`nvml_period_ns`): a reading is
+//     the state at the last update tick, not now. At that tick it reads an idle
+//     clock (and the GpuIdle reason) unless the device was running work, and a
+//     clock that ramps from idle to busy over `clock_ramp_ns` after the device
+//     was idle for `clock_idle_ns`; every NVML read costs host time
+//     (`nvml_call_ns`). Clocks read right after a short block was released
+//     show an idle or ramping GPU, exactly as nvidia-smi would.
+//   * Host time: the host clock follows the real clock between driver calls
+//     (a host that sleeps or runs Python lets the device run on and go idle),
+//     and every driver call costs `call_ns` more. `host_real_time=0` freezes it
+//     between calls, for tests that assert unheld windows exactly.
+//   * Back-to-back kernels overlap by `kernel_overlap_ns` (the next one's launch
+//     and ramp-up hide under the last one's tail); an event record between two
+//     kernels serialises them, so per-call windows read above blocks.
+//   * The legacy stream (0) synchronises implicitly with every *blocking*
+//     stream of its device: work on one waits for earlier work on the other, so
+//     a legacy stream held behind a wait also holds the blocking streams.
+//     Non-blocking streams (torch's) are independent.
+//   * The cold-L2 flush: a memset leaves `l2_bytes` of dirty lines whose
+//     write-back (`writeback_bytes_per_ms`) lands in the next kernel that runs;
+//     a kernel that reads the buffer (opbench's PTX read kernel, loaded through
+//     cuModuleLoadData) leaves the L2 clean.
+//   * Stream capture (cuStreamBeginCapture): launches are recorded, not run;
+//     the legacy stream cannot be captured; a synchronize invalidates it.
 //
 // Test controls are the opbench_fake_* functions at the end (ctypes).
 #include <algorithm>
@@ -52,6 +73,10 @@ using namespace opbench::cuda;
 namespace {
 
 constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
+constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900;
+constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901;
+constexpr CUresult CUDA_ERROR_ILLEGAL_STATE = 401;
 constexpr int kMaxDevices = 8;
 constexpr std::uint64_t kIdleReason = 0x1;  // nvmlClocksEventReasonGpuIdle
 
@@ -69,14 +94,23 @@ struct Config {
   double stream_mem_ops = 1;  // 0: cuStreamWaitValue32 is CUDA_ERROR_NOT_SUPPORTED
   double queue_depth = 1024;  // commands a held stream takes before submitting blocks
   double event_quantum_ns = 500;
-  double event_ns = 40;       // device time one event record takes
-  double launch_ns = 0;       // host time per kernel launch (launch gaps when unheld)
-  double lazy_loading = 1;    // cuModuleGetLoadingMode: 1 lazy, 0 eager
-  double load_ns = 0;         // host time of loading a kernel lazily
-  double load_device_ns = 0;  // device time added to a kernel's first launch
+  double event_ns = 40;                 // device time one event record takes
+  double launch_ns = 0;                 // host time per kernel launch (launch gaps when unheld)
+  double lazy_loading = 1;              // cuModuleGetLoadingMode: 1 lazy, 0 eager
+  double load_ns = 0;                   // host time of loading a kernel lazily
+  double load_device_ns = 0;            // device time added to a kernel's first launch
+  double call_ns = 0;                   // host time of every driver call
+  double host_real_time = 1;            // the host clock also advances with the real clock (0: only per call)
+  double nvml_period_ns = 1e6;          // NVML's readings change only at this period
+  double nvml_call_ns = 20000;          // host time of one NVML query
+  double clock_ramp_ns = 2e6;           // idle -> busy clock ramp after an idle spell
+  double clock_idle_ns = 20e6;          // an idle gap this long drops the clocks to idle
+  double kernel_overlap_ns = 0;         // back-to-back kernels overlap by this much
+  double writeback_bytes_per_ms = 1e9;  // dirty L2 lines written back by the next kernel
+  double read_bytes_per_ms = 2e9;       // the L2 read kernel's rate
 };
 
-enum class Kind { Kernel, Event, Memset, Wait };
+enum class Kind { Kernel, Event, Memset, Wait, Read };
 
 struct FakeEvent {
   int device = 0;
@@ -93,10 +127,15 @@ struct Command {
   std::uint32_t value = 0;
   int fault = 0;
   bool counts_as_kernel = false;
+  long long seq = 0;  // submission order, for the legacy stream's implicit synchronisation
 };
 
 struct Stream {
   int device = 0;
+  bool legacy = false;
+  bool blocking = true;  // cuStreamCreate's default; torch's streams are non-blocking
+  bool capturing = false, capture_invalid = false;
+  long long captured = 0;     // launches recorded by the capture in progress
   std::deque<Command> queue;  // submitted, not yet run: only behind an unreleased wait
   long long records = 0;
 };
@@ -106,13 +145,19 @@ struct Device {
   int sticky = 0;
   std::set<int> loaded;
   int retained = 0;
+  bool last_was_kernel = false;
+  bool ever_busy = false;
+  long long last_kernel_ns = 0;
+  long long busy_since_ns = 0, prev_since_ns = -1, prev_end_ns = -1;  // busy stretches, for NVML
+  long long dirty_bytes = 0;                                          // L2 lines a memset left dirty
 };
 
 struct Stats {
   long long events_created = 0, events_live = 0, records = 0, event_syncs = 0, stream_syncs = 0;
   long long memsets = 0, memset_bytes = 0, allocs_live = 0, host_allocs_live = 0, stream_waits = 0;
   long long launches = 0, kernels = 0, queue_full_blocks = 0, load_blocks = 0, sync_blocks = 0;
-  long long max_queued = 0, nvml_clock_reads = 0, loads = 0;
+  long long max_queued = 0, nvml_clock_reads = 0, loads = 0, flush_reads = 0, writebacks = 0;
+  long long captures = 0;
 };
 
 struct State {
@@ -124,6 +169,8 @@ struct State {
   std::set<FakeEvent*> events;
   std::map<std::string, int> failures;
   std::uintptr_t next_stream = 1;
+  long long next_seq = 0;
+  std::chrono::steady_clock::time_point real_mark = std::chrono::steady_clock::now();
 };
 
 std::recursive_mutex mu;
@@ -150,6 +197,7 @@ Stream* find_stream(CUstream s, int device) {
   if (h == 0) {
     Stream& legacy = st().streams[legacy_key(device)];
     legacy.device = device;
+    legacy.legacy = true;
     return &legacy;
   }
   auto it = st().streams.find(h);
@@ -170,39 +218,96 @@ void execute(Stream& s, const Command& c, long long ready_ns) {
   if (d.sticky) {  // a faulted device runs nothing more
     return;
   }
-  const long long start = std::max(d.free_at_ns, ready_ns);
+  const Config& cfg = st().cfg;
+  long long start = std::max(d.free_at_ns, ready_ns);
+  if (!d.ever_busy || start - d.free_at_ns >= static_cast<long long>(cfg.clock_idle_ns)) {
+    d.ever_busy = true;
+    d.prev_since_ns = d.busy_since_ns;  // a new busy stretch: clocks ramp from idle
+    d.prev_end_ns = d.free_at_ns;
+    d.busy_since_ns = start;
+  }
+  // The write-back of dirty lines lands in the next kernel that evicts them.
+  const auto writeback = [&] {
+    if (d.dirty_bytes == 0) return 0LL;
+    const long long ns = std::llround(static_cast<double>(d.dirty_bytes) / cfg.writeback_bytes_per_ms * 1e6);
+    d.dirty_bytes = 0;
+    ++st().stats.writebacks;
+    return ns;
+  };
   switch (c.kind) {
-    case Kind::Kernel:
-      d.free_at_ns = start + c.ns;
+    case Kind::Kernel: {
+      if (d.last_was_kernel && start == d.free_at_ns)  // back to back: overlaps the last one's tail
+        start -= std::min(static_cast<long long>(cfg.kernel_overlap_ns), d.last_kernel_ns);
+      const long long ns = c.ns + writeback();
+      d.free_at_ns = std::max(d.free_at_ns, start + ns);
+      d.last_kernel_ns = ns;
       if (c.counts_as_kernel) ++st().stats.kernels;
       if (c.fault) d.sticky = c.fault;
+      break;
+    }
+    case Kind::Read:
+      d.free_at_ns = start + c.ns + writeback();
+      ++st().stats.flush_reads;
       break;
     case Kind::Event:
       c.event->t_ns = start;
       c.event->done = true;
-      d.free_at_ns = start + static_cast<long long>(st().cfg.event_ns);
+      d.free_at_ns = start + static_cast<long long>(cfg.event_ns);
       break;
     case Kind::Memset:
       d.free_at_ns = start + c.ns;
+      d.dirty_bytes = std::min<long long>(c.ns > 0 ? cfg.l2_bytes : 0, cfg.l2_bytes);
       break;
     case Kind::Wait:
       d.free_at_ns = start;
       break;
   }
+  d.last_was_kernel = c.kind == Kind::Kernel;
+}
+
+// The legacy stream's implicit synchronisation: a command on it waits for
+// earlier commands of the device's blocking streams, and theirs for its.
+bool implicitly_blocked(const Stream& s, const Command& c) {
+  if (!s.legacy && !s.blocking) return false;
+  for (auto& [h, o] : st().streams) {
+    if (&o == &s || o.device != s.device || o.queue.empty()) continue;
+    const bool other_counts = s.legacy ? (!o.legacy && o.blocking) : o.legacy;
+    if (other_counts && o.queue.front().seq < c.seq) return true;
+  }
+  return false;
 }
 
 // The GPU's side: whatever a written flag has released runs now.
 void drain_all() {
   State& S = st();
-  for (auto& [h, s] : S.streams) {
-    while (!s.queue.empty()) {
-      const Command& head = s.queue.front();
-      if (head.kind == Kind::Wait && !flag_reached(head)) break;
-      const Command c = head;
-      s.queue.pop_front();
-      execute(s, c, S.host_ns);
+  for (bool moved = true; moved;) {  // one stream's progress may unblock another's
+    moved = false;
+    for (auto& [h, s] : S.streams) {
+      while (!s.queue.empty()) {
+        const Command& head = s.queue.front();
+        if (head.kind == Kind::Wait && !flag_reached(head)) break;
+        if (implicitly_blocked(s, head)) break;
+        const Command c = head;
+        s.queue.pop_front();
+        execute(s, c, S.host_ns);
+        moved = true;
+      }
     }
   }
+}
+
+// Host time: each driver call costs call_ns; with host_real_time the real time
+// since the last call counts too.
+void advance_real() {
+  State& S = st();
+  if (S.cfg.host_real_time == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  S.host_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(now - S.real_mark).count();
+  S.real_mark = now;
+}
+void advance_host() {
+  advance_real();
+  st().host_ns += static_cast<long long>(st().cfg.call_ns);
 }
 
 bool device_has_queued_work(int device) {
@@ -223,19 +328,26 @@ void block_until(std::unique_lock<std::recursive_mutex>& lk, Done done, long lon
     lk.unlock();
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     lk.lock();
+    advance_real();
     drain_all();
     if (done()) return;
   }
 }
 
 // Submits `c` to stream `s` from the host: runs it at once, or queues it behind a hold.
+// A capturing stream records the command instead (event records make no node).
 void submit(std::unique_lock<std::recursive_mutex>& lk, Stream& s, Command c) {
   State& S = st();
+  if (s.capturing) {
+    if (c.kind != Kind::Event) ++s.captured;
+    return;
+  }
+  c.seq = S.next_seq++;
   const auto depth = static_cast<std::size_t>(S.cfg.queue_depth);
   if (!s.queue.empty() && depth > 0 && s.queue.size() >= depth) {
     block_until(lk, [&] { return s.queue.size() < depth; }, &S.stats.queue_full_blocks);
   }
-  if (s.queue.empty() && !(c.kind == Kind::Wait && !flag_reached(c))) {
+  if (s.queue.empty() && !(c.kind == Kind::Wait && !flag_reached(c)) && !implicitly_blocked(s, c)) {
     execute(s, c, S.host_ns);
     return;
   }
@@ -251,6 +363,7 @@ int injected(const char* fn) {
 // Entry: lock, let the GPU notice released flags, apply injected failures.
 #define FAKE_ENTER(name)                         \
   std::unique_lock<std::recursive_mutex> lk(mu); \
+  advance_host();                                \
   drain_all();                                   \
   if (int injected_rc = injected(name)) return injected_rc
 
@@ -313,6 +426,10 @@ CUresult cuDeviceGet(CUdevice* d, int ordinal) {
 }
 CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice) {
   FAKE_ENTER("cuDeviceGetAttribute");
+  if (attr == 16) {  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+    *v = 132;
+    return CUDA_SUCCESS;
+  }
   if (attr != CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE) return CUDA_ERROR_INVALID_VALUE;
   *v = static_cast<int>(st().cfg.l2_bytes);
   return CUDA_SUCCESS;
@@ -405,7 +522,8 @@ CUresult cuEventQuery(CUevent e) {
   auto* ev = reinterpret_cast<FakeEvent*>(e);
   if (!st().events.count(ev)) return CUDA_ERROR_INVALID_HANDLE;
   if (st().dev[ev->device].sticky) return st().dev[ev->device].sticky;
-  return !ev->recorded || ev->done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  // Reached only once the host clock has passed its timestamp, not when queued.
+  return !ev->recorded || (ev->done && ev->t_ns <= st().host_ns) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult cuEventSynchronize(CUevent e) {
   FAKE_ENTER("cuEventSynchronize");
@@ -445,6 +563,10 @@ CUresult cuStreamSynchronize(CUstream s) {
   FAKE_NEED_CONTEXT();
   Stream* stream = find_stream(s, cur);
   if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream->capturing) {  // waiting for work that is only being recorded: the capture is void
+    stream->capture_invalid = true;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   Device& d = st().dev[stream->device];
   block_until(lk, [&] { return d.sticky || stream->queue.empty(); }, &st().stats.sync_blocks);
   ++st().stats.stream_syncs;
@@ -488,6 +610,71 @@ CUresult cuMemsetD8Async(CUdeviceptr, unsigned char, std::size_t bytes, CUstream
   c.ns = std::llround(static_cast<double>(bytes) / st().cfg.memset_bytes_per_ms * 1e6);
   ++st().stats.memsets;
   st().stats.memset_bytes += static_cast<long long>(bytes);
+  submit(lk, *stream, c);
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamBeginCapture_v2(CUstream s, int) {
+  FAKE_ENTER("cuStreamBeginCapture");
+  FAKE_NEED_CONTEXT();
+  Stream* stream = find_stream(s, cur);
+  if (stream == nullptr || stream->device != cur) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream->legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (stream->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+  stream->capturing = true;
+  stream->capture_invalid = false;
+  stream->captured = 0;
+  ++st().stats.captures;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
+  FAKE_ENTER("cuStreamEndCapture");
+  FAKE_NEED_CONTEXT();
+  Stream* stream = find_stream(s, cur);
+  if (stream == nullptr || !stream->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+  stream->capturing = false;
+  *g = nullptr;
+  if (stream->capture_invalid) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  *g = reinterpret_cast<CUgraph>(new long long(stream->captured));
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphGetNodes(CUgraph g, void*, std::size_t* n) {
+  FAKE_ENTER("cuGraphGetNodes");
+  *n = static_cast<std::size_t>(*reinterpret_cast<long long*>(g));
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphDestroy(CUgraph g) {
+  FAKE_ENTER("cuGraphDestroy");
+  delete reinterpret_cast<long long*>(g);
+  return CUDA_SUCCESS;
+}
+// Modules: only opbench's L2 read kernel exists (any image naming it loads).
+CUresult cuModuleLoadData(CUmodule* m, const void* image) {
+  FAKE_ENTER("cuModuleLoadData");
+  FAKE_NEED_CONTEXT();
+  if (std::strstr(static_cast<const char*>(image), ".entry opbench_l2_read") == nullptr) return 218;
+  *m = reinterpret_cast<CUmodule>(static_cast<std::uintptr_t>(0x3000));
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
+  FAKE_ENTER("cuModuleGetFunction");
+  if (std::strcmp(name, "opbench_l2_read") != 0) return CUDA_ERROR_NOT_FOUND;
+  *f = reinterpret_cast<CUfunction>(static_cast<std::uintptr_t>(0x3001));
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleUnload(CUmodule) {
+  FAKE_ENTER("cuModuleUnload");
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        CUstream s, void** params, void**) {
+  FAKE_ENTER("cuLaunchKernel");
+  FAKE_NEED_CONTEXT();
+  Stream* stream = find_stream(s, cur);
+  if (stream == nullptr || stream->device != cur) return CUDA_ERROR_INVALID_HANDLE;
+  const auto units = *static_cast<unsigned long long*>(params[1]);  // 16-byte loads
+  Command c{Kind::Read};
+  c.ns = std::llround(static_cast<double>(units * 16) / st().cfg.read_bytes_per_ms * 1e6);
+  ++st().stats.launches;
   submit(lk, *stream, c);
   return CUDA_SUCCESS;
 }
@@ -544,15 +731,37 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus, nvmlDevice_t* d) 
 static int nvml_device(nvmlDevice_t d) {
   return static_cast<int>(reinterpret_cast<std::uintptr_t>(d) - 0x2000);
 }
-static bool busy(int device) { return st().host_ns < st().dev[device].free_at_ns; }
+// What NVML last sampled, at its most recent update tick: busy or not, the
+// SM clock ramp's progress (0..1).
+struct Reading {
+  bool busy;
+  double ramp;
+};
+static Reading reading(int device) {
+  const State& S = st();
+  const Device& d = S.dev[device];
+  const auto period = std::max(1LL, static_cast<long long>(S.cfg.nvml_period_ns));
+  const long long tick = S.host_ns - S.host_ns % period;
+  if (d.ever_busy && tick > d.busy_since_ns && tick < d.free_at_ns) {
+    const double ramp =
+        S.cfg.clock_ramp_ns > 0 ? static_cast<double>(tick - d.busy_since_ns) / S.cfg.clock_ramp_ns : 1;
+    return {true, std::min(1.0, ramp)};
+  }
+  if (tick > d.prev_since_ns && tick < d.prev_end_ns) return {true, 1.0};
+  return {false, 0.0};
+}
+static double clock_now(double idle, double busy, const Reading& r) {
+  return r.busy ? idle + (busy - idle) * r.ramp : idle;
+}
 
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned* mhz) {
   FAKE_ENTER("nvmlDeviceGetClockInfo");
   if (st().cfg.nvml_clocks == 0) return NVML_ERROR_NOT_SUPPORTED;
   const Config& c = st().cfg;
-  const bool b = busy(nvml_device(d));
-  const double v = type == NVML_CLOCK_SM ? (b ? c.sm_clock_busy : c.sm_clock_idle)
-                                         : (b ? c.mem_clock_busy : c.mem_clock_idle);
+  st().host_ns += static_cast<long long>(c.nvml_call_ns);
+  const Reading r = reading(nvml_device(d));
+  const double v = type == NVML_CLOCK_SM ? clock_now(c.sm_clock_idle, c.sm_clock_busy, r)
+                                         : clock_now(c.mem_clock_idle, c.mem_clock_busy, r);
   *mhz = static_cast<unsigned>(v);
   ++st().stats.nvml_clock_reads;
   return NVML_SUCCESS;
@@ -565,7 +774,9 @@ nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t, int type, unsigned* mhz) {
 }
 nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long* reasons) {
   FAKE_ENTER("nvmlDeviceGetCurrentClocksEventReasons");
-  *reasons = busy(nvml_device(d)) ? static_cast<unsigned long long>(st().cfg.busy_reasons) : kIdleReason;
+  st().host_ns += static_cast<long long>(st().cfg.nvml_call_ns);
+  *reasons =
+      reading(nvml_device(d)).busy ? static_cast<unsigned long long>(st().cfg.busy_reasons) : kIdleReason;
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlSystemGetDriverVersion(char* out, unsigned len) {
@@ -629,6 +840,15 @@ int opbench_fake_set(const char* key, double value) {
   FAKE_NUMBER(lazy_loading)
   FAKE_NUMBER(load_ns)
   FAKE_NUMBER(load_device_ns)
+  FAKE_NUMBER(call_ns)
+  FAKE_NUMBER(host_real_time)
+  FAKE_NUMBER(nvml_period_ns)
+  FAKE_NUMBER(nvml_call_ns)
+  FAKE_NUMBER(clock_ramp_ns)
+  FAKE_NUMBER(clock_idle_ns)
+  FAKE_NUMBER(kernel_overlap_ns)
+  FAKE_NUMBER(writeback_bytes_per_ms)
+  FAKE_NUMBER(read_bytes_per_ms)
   // clang-format on
   return -1;
 }
@@ -712,6 +932,9 @@ bool opbench_fake_stat(const char* name, long long* out) {
       {"sync_blocks", s.sync_blocks},
       {"max_queued", s.max_queued},
       {"nvml_clock_reads", s.nvml_clock_reads},
+      {"flush_reads", s.flush_reads},
+      {"writebacks", s.writebacks},
+      {"captures", s.captures},
       {"host_ns", S.host_ns},
       {"device_ns", S.dev[0].free_at_ns},
       {"contexts_retained",
@@ -728,12 +951,22 @@ bool opbench_fake_stat(const char* name, long long* out) {
   return true;
 }
 
-/// A new stream on `device` (as torch.cuda.Stream would make); its handle.
-std::uintptr_t opbench_fake_stream_create(int device) {
+/// A new stream on `device`; its handle. Non-blocking as torch.cuda.Stream makes
+/// them, or blocking (cuStreamCreate's default: synchronises with the legacy stream).
+std::uintptr_t opbench_fake_stream_create(int device, int blocking) {
   std::lock_guard<std::recursive_mutex> lk(mu);
   const std::uintptr_t h = 0x10000 + st().next_stream++;
   st().streams[h].device = device;
+  st().streams[h].blocking = blocking != 0;
   return h;
+}
+
+/// Commands submitted to `stream` that have not run yet (-1: no such stream).
+long long opbench_fake_pending(std::uintptr_t stream, int device) {
+  std::lock_guard<std::recursive_mutex> lk(mu);
+  drain_all();
+  Stream* s = find_stream(reinterpret_cast<CUstream>(stream), device);
+  return s ? static_cast<long long>(s->queue.size()) : -1;
 }
 
 /// Events recorded on `stream` (0: device `device`'s legacy stream).

@@ -2,7 +2,11 @@
 
 - ``table``: torch's ``Compare`` table layout; ``compare``: ``Compare`` itself.
 - ``export``: CSV, JSON and Markdown of a comparison; ``plot``: matplotlib figures.
-- ``compile``: ``opbench.compile``, torch.compile's fixed per-call overheads.
+- ``compile``: ``opbench.compile``: torch's compile utilities, and ``overheads``: eager
+  against torch.compile per call, split by layer. ``compile_overheads`` measures and
+  prints; ``compile_layers`` finds each layer's callable through torch's own objects;
+  ``compile_settings`` the settings (columns); ``compile_instructions`` the counts
+  under callgrind.
 
 Floor: analysis (may import from native, base, stats, engines, core, callgrind, timer, store and its own
 floor).

@@ -18,6 +18,11 @@ a GitHub-style table as a string), without needing ``tabulate``. Where torch
 * ``bench_all(..., backends=[...])`` (keyword-only, opbench only) limits the
   sweep; by default it covers ``torch._dynamo.list_backends()`` as torch does.
 
+Beyond torch: ``overheads(fn, *args)`` (``opbench.analysis.compile_overheads``)
+measures eager against compiled per call, with and without ``requires_grad``
+and under ``inference_mode``, and splits each compiled call by layer (Dynamo,
+AOTAutograd, Inductor, kernels).
+
 Example (a backend without code generation, so it takes a second)::
 
     >>> import torch
@@ -32,9 +37,10 @@ from typing import Any
 
 from opbench._checks import check_count
 from opbench._text import text_table
+from opbench.analysis.compile_overheads import CompileOverheads, import_torch, overheads
 from opbench.core.first_call import measure_first_call
 
-__all__ = ["bench_all", "benchmark_compile"]
+__all__ = ["CompileOverheads", "bench_all", "benchmark_compile", "overheads"]
 
 _INFERENCE_STMT = "model(sample_input)"
 _TRAINING_STMT = """\
@@ -50,13 +56,7 @@ _warned_tensor_cores = False
 
 
 def _torch() -> Any:
-    try:
-        import torch
-        import torch._dynamo
-    except ImportError as e:
-        raise ImportError("opbench.analysis.compile benchmarks torch.compile: install torch "
-                          "(pip install torch)") from e
-    return torch
+    return import_torch("opbench.analysis.compile benchmarks torch.compile")
 
 
 def _timer(model: Any, sample_input: Any, optimizer: Any, loss_fn: Any) -> Any:

@@ -53,11 +53,20 @@ class InstructionCounts:
             raise ValueError(f"number_per_run must be a positive int, got {self.number_per_run}")
 
     @property
+    def per_run_values(self) -> tuple[float, ...]:
+        """Instructions per run of each repeat, the baseline removed (what a gate pools)."""
+        return tuple((c - self.baseline) / self.number_per_run for c in self.counts)
+
+    @property
     def per_run(self) -> float:
-        """Instructions per run of the statement, the baseline removed."""
-        total = statistics.median(self.counts)
-        extra = total - self.baseline if total > self.baseline else total
-        return extra / self.number_per_run
+        """Instructions per run of the statement, the baseline removed.
+
+        Always in that one unit: a statement cheaper than the baseline's empty
+        call gives a negative figure rather than its raw count (loop included),
+        which would be another unit. Collectors count the baseline with an
+        empty call of the statement's own kind, so that stays near zero.
+        """
+        return (statistics.median(self.counts) - self.baseline) / self.number_per_run
 
     @property
     def median(self) -> float:

@@ -67,15 +67,12 @@ class TaskSpec:
         The first of: ``name``; the Compare coordinates (label, sub_label,
         description) when any of them is set; the statement. Then the thread
         count (when not 1) and the env (when set): the same code under other
-        conditions is another benchmark.
+        conditions is another benchmark. A result's key adds its clock
+        (``opbench.core.identity.key``).
         """
-        coordinates = [c for c in (self.label, self.sub_label, self.description) if c]
-        parts = [self.name] if self.name else coordinates or [" ".join(self.stmt.split())]
-        if self.num_threads != 1:
-            parts.append(f"{self.num_threads} threads")
-        if self.env:
-            parts.append(f"env={self.env}")
-        return " | ".join(parts)
+        from opbench.core.identity import spec_key
+
+        return spec_key(self)
 
     @property
     def title(self) -> str:
@@ -338,14 +335,24 @@ class Measurement:
     def without_overhead(self) -> Measurement:
         """A copy with the calibrated per-run overhead subtracted from every raw time.
 
-        Raises ValueError when no overhead was calibrated.
+        Raises OverheadError (a ValueError) when no overhead was calibrated, or
+        when it is at least as large as some run: such a run cannot be told from
+        the harness, and a time of zero or less would be a confident wrong figure.
         """
+        from opbench.errors import OverheadError
+
         if self.overhead is None:
-            raise ValueError(
+            raise OverheadError(
                 "this Measurement has no overhead estimate: call Timer.calibrate_overhead() "
                 "before measuring"
             )
         shift = self.overhead * self.number_per_run
+        if shift >= min(self.raw_times):
+            raise OverheadError(
+                f"the harness's calibrated overhead ({self.overhead * 1e9:.3g} ns per run) is "
+                f"at least the fastest run ({min(self.raw_times) / self.number_per_run * 1e9:.3g}"
+                " ns): the statement costs less than the harness can resolve; report the raw "
+                "times (or instruction counts) instead")
         return dataclasses.replace(
             self, raw_times=[t - shift for t in self.raw_times], overhead=0.0
         )

@@ -59,8 +59,20 @@ class Engine:
         """The start of a measurement: drop state a previous one left (a C++ setup
         frame, per-call logs)."""
 
+    def finish(self) -> None:
+        """The end of a measurement: release what it held (a C++ setup frame, whose
+        guards must not outlive the measurement on the caller's thread)."""
+
     def discard_samples(self) -> None:
         """Forget per-call records taken so far (they were warm-up, not samples)."""
+
+    def warm_up(self) -> None:
+        """Before a block-size search: make every later call a warm one (a device
+        engine runs its cold first call here), so block sizes come from warm calls."""
+
+    def block_unit(self) -> int:
+        """Block sizes are multiples of this many calls (a CUDA graph's replay)."""
+        return 1
 
     def samples(self, number: int, times: list[float]) -> tuple[int, list[float]]:
         """What a Measurement of these blocks holds, as ``(number_per_run, raw_times)``.

@@ -5,8 +5,9 @@ each, a policy for what cannot be decided, and a report with an exit status.
 both call ``compare``; the statistics are ``opbench.stats.decide``'s. A gate that
 says "no regression" must have looked, so nothing passes silently:
 
-* Results are matched by ``TaskSpec.key`` (a benchmark's name, else its
-  labels, else its statement), never by repr; replicates of a key pool.
+* Results are matched by ``opbench.core.identity.key`` (a benchmark's name, else
+  its labels, else its statement; plus threads, env and clock: a host-clock
+  baseline never meets a CUDA-event result), never by repr; replicates pool.
 * A benchmark is a **regression** when its decision is "slower". When no
   interval could be formed (too few samples) or it straddles the threshold,
   while the interval shows a slowdown (lies above 1) that may reach it, or
@@ -49,6 +50,7 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
+from opbench.core import identity
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement, select_unit
 from opbench.errors import NothingToCompareError
@@ -77,7 +79,7 @@ class Row:
     """One benchmark found in both sets.
 
     Attributes:
-        key: its ``TaskSpec.key``.
+        key: its ``opbench.core.identity.key``.
         kind: "time" (seconds per run) or "instructions" (instructions per run).
         baseline, new: the medians per run.
         samples: how many values each side had.
@@ -332,12 +334,11 @@ def _by_run(results: Iterable[Any]) -> dict[str, tuple[str, list[list[float]]]]:
         if isinstance(r, Measurement):
             kind, values = "time", list(r.times)
         elif isinstance(r, InstructionCounts):
-            kind, values = "instructions", [
-                (c - r.baseline if c > r.baseline else c) / r.number_per_run for c in r.counts]
+            kind, values = "instructions", list(r.per_run_values)
         else:
             raise TypeError(f"the gate compares Measurements and InstructionCounts, got "
                             f"{type(r).__name__}")
-        key = r.task_spec.key
+        key = identity.key(r)
         if key in pooled and pooled[key][0] != kind:
             kind = "mixed"
         pooled.setdefault(key, (kind, []))
@@ -351,7 +352,7 @@ def remeasured(results: Iterable[Any]) -> list[str]:
     for r in results:
         again = r.info.get("remeasured")
         if isinstance(again, dict):
-            notes.append(f"{r.task_spec.key}: {again.get('measurements')} measurements "
+            notes.append(f"{identity.key(r)}: {again.get('measurements')} measurements "
                          f"{again.get('how', 'pooled')}")
     return notes
 
@@ -406,7 +407,7 @@ def compare(
     decide.check_threshold(threshold)
     old_results, new_results = _all(baseline), _all(new)
     old, cand = _by_run(old_results), _by_run(new_results)
-    own = {r.task_spec.key: r.info["threshold"] for r in new_results
+    own = {identity.key(r): r.info["threshold"] for r in new_results
            if isinstance(r.info.get("threshold"), float)}
     common = [k for k in cand if k in old]
     if not common:

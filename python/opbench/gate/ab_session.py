@@ -53,6 +53,7 @@ from typing import Any
 
 from opbench import gate
 from opbench.callgrind.function_diff import diff as function_diff
+from opbench.core import identity
 from opbench.core.instructions import InstructionCounts
 from opbench.errors import NothingToCompareError, ResultsFileError
 from opbench.gate import revision, turns
@@ -145,7 +146,7 @@ def _load(run: Run) -> tuple[Results | None, str]:
 
 
 def _thresholds(results: Results, default: float) -> dict[str, float]:
-    return {r.task_spec.key: r.info.get("threshold", default) for r in results.all()
+    return {identity.key(r): r.info.get("threshold", default) for r in results.all()
             if isinstance(r.info.get("threshold", default), float)}
 
 
@@ -213,7 +214,7 @@ def _function_changes(base: Results, head: Results,
                       report: gate.Report) -> list[tuple[str, tuple[Any, ...]]]:
     """Per benchmark whose count changed, the functions that changed most."""
     def by_key(results: Results) -> dict[str, InstructionCounts]:
-        return {c.task_spec.key: c for c in results.instructions}
+        return {identity.key(c): c for c in results.instructions}
 
     old, new = by_key(base), by_key(head)
     found = []

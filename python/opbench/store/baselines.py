@@ -1,8 +1,9 @@
 """Baselines: numbered runs kept per machine, so a gate compares with this machine's last run.
 
 ``--opbench-autosave`` (pytest) and ``python -m opbench timeit --autosave`` write
-each run to ``.opbench/<machine id>/<NNNN>_<commit>_<UTC time>.json`` under
-the current directory (``$OPBENCH_BASELINE_DIR`` moves it). ``python -m
+each run to ``.opbench/<machine id>/<NNNN>_<commit>_<UTC time>.json`` in the
+project's root, the nearest folder upwards holding ``.opbench``, ``.git``,
+``pyproject.toml``, ``pytest.ini``, ... (``$OPBENCH_BASELINE_DIR`` moves it). ``python -m
 opbench compare --latest NEW`` and ``--opbench-compare`` without a path
 compare with the latest run of this machine.
 
@@ -33,15 +34,36 @@ from typing import Any
 from opbench import environment as _environment
 from opbench.store.results import save
 
-__all__ = ["ENV_VAR", "autosave", "latest", "machine_id", "root_dir", "runs"]
+__all__ = ["ENV_VAR", "autosave", "latest", "machine_id", "project_root", "root_dir", "runs"]
 
 ENV_VAR = "OPBENCH_BASELINE_DIR"
 _RUN = re.compile(r"^(\d{4,})_.*\.json$")
 
 
+# What marks a project's root: a folder of baselines already there, version control,
+# or the files pytest takes its rootdir from.
+_ROOT_MARKERS = (".opbench", ".git", ".hg", "pyproject.toml", "pytest.ini", "tox.ini",
+                 "setup.cfg", "setup.py")
+
+
+def project_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """The nearest folder from ``start`` (default: the working directory) upwards that
+    holds one of ``_ROOT_MARKERS``; ``start`` itself when none does."""
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if any((folder / marker).exists() for marker in _ROOT_MARKERS):
+            return folder
+    return here
+
+
 def root_dir(root: str | os.PathLike[str] | None = None) -> Path:
-    """Where baselines live: ``root``, else ``$OPBENCH_BASELINE_DIR``, else ``./.opbench``."""
-    return Path(root if root is not None else os.environ.get(ENV_VAR) or ".opbench")
+    """Where baselines live: ``root``, else ``$OPBENCH_BASELINE_DIR``, else ``.opbench`` in
+    the project root (``project_root``): the same folder for the CLI and the pytest
+    plugin, from whichever subdirectory either runs."""
+    if root is not None:
+        return Path(root)
+    env = os.environ.get(ENV_VAR)
+    return Path(env) if env else project_root() / ".opbench"
 
 
 def machine_id(env: dict[str, Any] | None = None) -> str:

@@ -23,8 +23,9 @@ is not a positive integer, a thread count beyond reason), raises
 nothing half-loads. What loads is usable: every Measurement prints, has
 statistics and goes into a Compare.
 
-Each result has a key (``TaskSpec.key``: its name, else its labels, else its
-statement) that regression gates match files on. Two different statements
+Each result has a key (``opbench.core.identity.key``: its name, else its labels,
+else its statement; its thread count, env and clock) that regression gates
+match files on. Two different statements
 under one key in one file would be silently pooled, so ``save`` refuses
 them, naming both.
 
@@ -51,6 +52,7 @@ from opbench import environment as _environment
 from opbench import stats
 from opbench._checks import is_count, is_finite_number
 from opbench._files import atomic_write_text
+from opbench.core import identity
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement, TaskSpec
 from opbench.errors import KeyCollisionError, ResultsFileError, ResultsFileWarning, warn
@@ -128,12 +130,6 @@ def _items(results: Any) -> list[Result]:
     return [to_result(r) for r in results]
 
 
-def _fingerprint(r: Result) -> tuple[Any, ...]:
-    """What makes two results the same statement (replicates pool; others must not)."""
-    spec = r.task_spec
-    return (spec.stmt, spec.setup, spec.global_setup, r.info.get("source"), type(r).__name__)
-
-
 def check_keys(results: Iterable[Result], where: str = "results") -> None:
     """Raises KeyCollisionError when two different statements share a key.
 
@@ -141,9 +137,9 @@ def check_keys(results: Iterable[Result], where: str = "results") -> None:
     """
     seen: dict[str, Result] = {}
     for r in results:
-        key = r.task_spec.key
+        key = identity.key(r)
         other = seen.setdefault(key, r)
-        if _fingerprint(other) != _fingerprint(r):
+        if not identity.same_code(other, r):
             raise KeyCollisionError(
                 f"{where}: two different statements share the benchmark key {key!r}: "
                 f"{_describe(other)} and {_describe(r)}. They would be pooled into one row: "
@@ -159,10 +155,23 @@ def _describe(r: Result) -> str:
 
 def merge(old: Iterable[Result], new: Iterable[Result]) -> list[Result]:
     """``old`` with every result whose key ``new`` has replaced by ``new``'s: what saving
-    a partial run (``pytest -k``, an interrupted session) over a full file keeps."""
+    a partial run (``pytest -k``, an interrupted session) over a full file keeps.
+
+    A kept result keeps the environment it was measured in: when ``old`` is a
+    loaded file (``Results``), its environment goes into each kept result's
+    ``info["environment"]`` (unless it has its own), since the saved file's
+    environment will be the new run's.
+    """
     new = list(new)
-    replaced = {r.task_spec.key for r in new}
-    return [r for r in old if r.task_spec.key not in replaced] + new
+    replaced = {identity.key(r) for r in new}
+    environment = getattr(old, "environment", None)
+    kept = [r for r in (old.all() if isinstance(old, Results) else old)
+            if identity.key(r) not in replaced]
+    if environment:
+        kept = [r if "environment" in r.info else
+                dataclasses.replace(r, info={**r.info, "environment": environment})
+                for r in kept]
+    return kept + new
 
 
 # -- saving -------------------------------------------------------------------

@@ -39,14 +39,13 @@ Example:
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
-import hashlib
 import json
 import os
 from collections.abc import Iterable
 from typing import IO, Any
 
+from opbench.core import identity
 from opbench.core.measurement import Measurement
 from opbench.errors import MachineWarning, SweepError, WarningRecord, attach, warn
 from opbench.progress import Progress
@@ -95,15 +94,9 @@ def _title(timer: Any) -> str:
 
 
 def task_keys(timers: list[Any]) -> list[str]:
-    """Each timer's key in a results file: a hash of its TaskSpec and of how many
-    earlier timers share that TaskSpec (same stmt and labels, other globals)."""
-    seen: collections.Counter[str] = collections.Counter()
-    keys = []
-    for t in timers:
-        spec = json.dumps(dataclasses.asdict(t.task_spec), sort_keys=True)
-        seen[spec] += 1
-        keys.append(hashlib.sha256(f"{spec}#{seen[spec]}".encode()).hexdigest()[:20])
-    return keys
+    """Each timer's key in a results file (``opbench.core.identity.sweep_keys``: its TaskSpec,
+    timing settings and globals' identity)."""
+    return identity.sweep_keys(timers)
 
 
 def _check(timers: list[Any], method: str, executor: Any, results_path: Any,

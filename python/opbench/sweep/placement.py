@@ -9,10 +9,10 @@ Ray ``num_cpus``/``num_gpus``, the core budget of opbench's local process
 pool). A count is not a set of cores, so on the worker ``reserve`` turns it
 into particular ones:
 
-* it claims free cores among those the process may use, by an exclusive
-  ``flock`` on one lock file per core (and per GPU) in a directory shared
-  by every opbench process of the host (``$OPBENCH_SLOT_DIR``, default
-  ``<tmp>/opbench-slots-<uid>``): two workers of one host never measure on
+* it claims free physical cores among those the process may use (hyperthread
+  siblings are one core), by an exclusive ``flock`` on one lock file per core
+  (and per GPU) in a directory shared by every opbench process of the host
+  (``$OPBENCH_SLOT_DIR``, default ``<tmp>/opbench-slots-<uid>``): two workers of one host never measure on
   the same core, whatever each was told; the kernel drops a dead process's
   locks, so a crash never leaves a core claimed;
 * it pins the measuring thread to those cores (``os.sched_setaffinity``,
@@ -96,6 +96,34 @@ def slot_dir() -> str:
     return path
 
 
+# Where Linux describes which logical CPUs share a physical core.
+_SYSFS_CPU = "/sys/devices/system/cpu"
+
+
+def _cpu_list(text: str) -> list[int]:
+    """``0-3,8`` -> [0, 1, 2, 3, 8] (the kernel's CPU list format)."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def _cores(allowed: list[int]) -> list[list[int]]:
+    """The physical cores among ``allowed``, each as its allowed logical CPUs (its
+    hyperthread siblings), lowest first; a CPU whose topology is unknown is a core."""
+    cores: dict[int, list[int]] = {}
+    for cpu in allowed:
+        try:
+            with open(f"{_SYSFS_CPU}/cpu{cpu}/topology/thread_siblings_list") as f:
+                leader = min(_cpu_list(f.read()) or [cpu])
+        except (OSError, ValueError):
+            leader = cpu
+        cores.setdefault(leader, []).append(cpu)
+    return [cores[k] for k in sorted(cores)]
+
+
 def _allowed_cpus() -> list[int]:
     if hasattr(os, "sched_getaffinity"):
         return sorted(os.sched_getaffinity(0))
@@ -164,7 +192,9 @@ def _pin(cpus: list[int]) -> set[int] | None:
 def reserve(needs: Needs) -> Iterator[dict[str, Any]]:
     """Holds a slot for ``needs`` alone, pinned, for the duration of the block.
 
-    Yields the slot as facts for the results: ``cpus`` (core ids), ``gpu``
+    Yields the slot as facts for the results: ``cpus`` (the logical CPUs the thread
+    is pinned to, one per physical core), ``core_cpus`` (each claimed core's logical
+    CPUs, its hyperthread siblings, all held), ``gpu``
     (physical id or None), ``pinned`` (whether the thread is pinned) and
     ``waited_s`` (time spent waiting for taken cores).
 
@@ -173,18 +203,23 @@ def reserve(needs: Needs) -> Iterator[dict[str, Any]]:
             so waiting would never end.
     """
     allowed = _allowed_cpus()
+    # Hyperthread siblings share a core's execution units: a core is claimed whole
+    # (its lock is named after its lowest logical CPU) and the thread pinned to one
+    # of its logical CPUs, so two measurements never share a physical core.
+    cores = _cores(allowed)
+    by_lock = {f"cpu{core[0]}": core for core in cores}
     gpus = visible_gpus() if needs.gpus else []
-    if needs.cpus > len(allowed) or needs.gpus > len(gpus):
+    if needs.cpus > len(cores) or needs.gpus > len(gpus):
         raise PlacementError(
             f"the measurement needs {needs.cpus} core(s) and {needs.gpus} GPU(s); this worker "
-            f"process may use cores {allowed} and GPUs {gpus}. Give the worker more, or lower "
-            "the Timer's num_threads.")
+            f"process may use {len(cores)} physical core(s) (logical CPUs {allowed}) and "
+            f"GPUs {gpus}. Give the worker more, or lower the Timer's num_threads.")
     waited = 0.0
     with _PROCESS_LOCK:
         claim = _Claim(slot_dir())
         try:
             while True:
-                cpus = claim.take([f"cpu{c}" for c in allowed], needs.cpus)
+                cpus = claim.take(list(by_lock), needs.cpus)
                 gpu = claim.take([f"gpu{g}" for g in gpus], needs.gpus) if cpus else []
                 if cpus and len(gpu) == needs.gpus:
                     break
@@ -192,10 +227,11 @@ def reserve(needs: Needs) -> Iterator[dict[str, Any]]:
                 start = time.monotonic()
                 time.sleep(_POLL_S)
                 waited += time.monotonic() - start
-            ids = [int(c[3:]) for c in cpus]
+            ids = [by_lock[c][0] for c in cpus]
             restore = _pin(ids)
             try:
-                yield {"cpus": ids, "gpu": gpu[0][3:] if gpu else None,
+                yield {"cpus": ids, "core_cpus": [by_lock[c] for c in cpus],
+                       "gpu": gpu[0][3:] if gpu else None,
                        "pinned": restore is not None,
                        "waited_s": round(waited, 6)}
             finally:

@@ -413,6 +413,7 @@ class CppEngine(Engine):
         self._layouts = layouts
         self._libs: list[_Library] = []
         self._sessions: list[int | None] = [None] * layouts
+        self._owner = threading.get_ident()  # the thread the open sessions belong to
         self._next_layout = 0
         self._fresh = True  # nothing has run: the next call is the statement's first
         self._records: list[tuple[int, float]] = []  # (layout, seconds per run) per block
@@ -450,6 +451,12 @@ class CppEngine(Engine):
         for layout in range(self._layouts):
             self._close(layout)
         self._next_layout = 0
+
+    def finish(self) -> None:
+        """Unwinds setup's frame now, on the measuring thread: a guard setup declared
+        (``torch::NoGradGuard``, ``c10::InferenceMode``) sets thread-local state that
+        must not stay in force in the caller's thread once the measurement is over."""
+        self.reset()
 
     def discard_samples(self) -> None:
         self._records.clear()
@@ -501,6 +508,7 @@ class CppEngine(Engine):
             if not session:
                 raise MemoryError("could not allocate the C++ timer's session")
             self._sessions[layout] = session
+            self._owner = threading.get_ident()
         elapsed = ctypes.c_int64(0)
         try:
             status = lib.step(session, number, _SLICE_NS, ctypes.byref(elapsed))
@@ -519,6 +527,12 @@ class CppEngine(Engine):
         session = self._sessions[layout]
         if session is not None:
             self._sessions[layout] = None
+            if threading.get_ident() != self._owner:
+                # Setup's frame lives on the thread that opened it (its guards set
+                # that thread's state); unwound here, its destructors would restore
+                # another thread's. Left unreleased instead: only a session still open
+                # when its engine dies elsewhere (measurements close their own).
+                return
             self._libs[layout].close(session)
 
     def _check_elision(self, layout: int, number: int, elapsed_ns: int) -> None:

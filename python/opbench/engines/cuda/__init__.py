@@ -21,9 +21,14 @@ brackets the calls with CUDA events recorded from opbench's native loop
   about 20 ms per replay), replayed ``ceil(number / K)`` times inside one
   timed window: kernel time without launch overhead.
 
-``cache="cold"`` writes a buffer twice the device's L2 size before every call,
-outside the timed window (the events are recorded after the flush), so each
-call starts with a cold L2. The flush has to sit between calls, so cold mode
+``cache="cold"`` reads a buffer twice the device's L2 size before every call,
+outside the timed window (the events are recorded after the flush), with a
+small kernel the driver compiles from PTX: the L2 is left full of clean lines,
+and the statement's own dirty lines are written back during the flush, so each
+timed call starts from a clean, cold L2. (Writing the buffer instead, as
+triton's ``zero_`` does, leaves dirty lines whose write-back lands in the next
+timed call.) Where the read kernel cannot load, the buffer is written and
+``info["l2_flush"]`` says so. The flush has to sit between calls, so cold mode
 always times per call, whatever the mode; ``timeit`` returns the sum.
 
 What a real GPU does that a naive loop trips over, and what happens here:
@@ -33,16 +38,34 @@ What a real GPU does that a naive loop trips over, and what happens here:
   every statement (and the first replay of every graph) runs alone, unheld and
   synchronized, before any held block. ``timeit(1)`` as the very first call
   times that call: ``Timer(record_first_call=True)`` reports the cold call.
-* The clocks: NVML's SM clock is sampled while each block runs (after the
-  hold is released, before waiting) and compared with the device's maximum;
-  a sample under ``THROTTLE_THRESHOLD`` of it (75%, nvbench's default) marks
-  its windows as throttled, with NVML's reasons, and warns
-  (``ThrottleWarning``). Clocks read before or after the work would show an
-  idle GPU.
+  ``warm_up()`` runs it (and counts the statement's launches) so that a
+  block-size search sees warm calls only.
+* The launch queue is counted in launches: one warm call is captured once
+  (``cuStreamBeginCapture``, nothing runs) to count what it queues, and held
+  blocks are sized in launches (``info["launches_per_call"]``).
+* The clocks: NVML changes its readings on a millisecond scale and the clock
+  ramps up from idle over milliseconds, so a reading right after a short block
+  is released sees an idle or ramping GPU. Clocks are read by a *clock probe*
+  instead, off the timed path, about once a second: the statement is run
+  unheld for up to 0.1 s while NVML is read every 5 ms, until two readings
+  agree. A reading under ``THROTTLE_THRESHOLD`` of the maximum (75%,
+  nvbench's default) marks the windows timed since the last probe as
+  throttled and warns (``ThrottleWarning``); a clock held down by the power
+  limit alone (NVML's SwPowerCap, as a large GEMM does) is reported as
+  ``power_capped``, not as throttling.
 * The context: each call into the driver pushes the device's primary context
   and pops it afterwards, and the default stream is torch's current stream of
   the timer's own device, so ``DeviceTimer(device=1)`` neither changes torch's
   current device nor records on device 0's stream.
+* The legacy default stream: holding it would also hold every blocking stream
+  of the context (pin-memory threads, CuPy). When torch's current stream is
+  the legacy stream, the statement runs on a private non-blocking stream
+  (``torch.cuda.stream``) that waits for the legacy stream before and is
+  waited for after; ``info["stream"]`` says which.
+* Per-call windows put an event record between every two kernels, which
+  serialises them: they read above block timing by about the record cost.
+  Per-iteration mode measures that offset on the device once and reports it
+  (``info["per_iteration_offset_s"]``), as nvbench reports its own overheads.
 
 The CUDA driver (``libcuda.so.1``) and NVML (``libnvidia-ml.so.1``) are loaded
 at first use: importing this module needs neither, nor torch. Errors name the
@@ -59,13 +82,15 @@ Example (on a machine with an NVIDIA GPU):
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 from opbench import _C
-from opbench.errors import ResolutionWarning, ThrottleWarning, warn
+from opbench.errors import GraphCaptureError, ResolutionWarning, ThrottleWarning, warn
 
 __all__ = ["CACHES", "MODES", "THROTTLE_THRESHOLD", "CudaError", "DeviceTimer", "Event"]
 
@@ -90,6 +115,13 @@ _MIN_QUANTA = 20
 _GRAPH_REPLAY_S = 0.020
 _GRAPH_MAX_CALLS = 1000
 _GRAPH_ESTIMATE_CALLS = 5
+# The clock probe: at most once a second, up to 0.1 s, NVML read every 5 ms.
+_PROBE_EVERY_S = 1.0
+_PROBE_MAX_S = 0.1
+_PROBE_SPACING_S = 0.005
+_PROBE_MAX_CALLS = 100_000
+# Per-iteration offset: per-call windows against one block of this many calls.
+_OFFSET_CALLS = 32
 # NVML clocks-event ("throttle") reason bits, nvml.h.
 _REASONS = {
     0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 0x8: "HwSlowdown",
@@ -97,6 +129,7 @@ _REASONS = {
     0x80: "HwPowerBrakeSlowdown", 0x100: "DisplayClockSetting",
 }
 _GPU_IDLE = 0x1
+_SW_POWER_CAP = 0x4
 
 
 def _flush_buffer_bytes(l2_bytes: int) -> int:
@@ -144,6 +177,15 @@ def _reason_names(mask: int) -> list[str]:
     return names + ([hex(rest)] if rest else [])
 
 
+def _power_capped_only(reasons: int) -> bool:
+    """True when NVML's only reason for a lower clock is the power limit (SwPowerCap).
+
+    >>> _power_capped_only(0x4), _power_capped_only(0x4 | 0x40), _power_capped_only(0)
+    (True, False, False)
+    """
+    return reasons > 0 and reasons & ~_GPU_IDLE == _SW_POWER_CAP
+
+
 def _throttled(sm_mhz: int, max_mhz: int | None, threshold: float = THROTTLE_THRESHOLD) -> bool | None:
     """True when ``sm_mhz`` (sampled under load) is below ``threshold`` of the maximum.
 
@@ -186,8 +228,8 @@ def _require_torch(what: str) -> Any:
         raise ImportError(f"{what} needs torch (torch.cuda.CUDAGraph captures the statement): "
                           "install torch") from e
     if not torch.cuda.is_available():
-        raise RuntimeError(f"{what} needs torch with CUDA; this torch ({torch.__version__}) "
-                           "sees no CUDA device")
+        raise CudaError(f"{what} needs torch with CUDA; this torch ({torch.__version__}) "
+                        "sees no CUDA device")
     return torch
 
 
@@ -207,6 +249,50 @@ def _default_device() -> int:
     return tc.current_device() if tc is not None else 0
 
 
+def _device_index(device: Any) -> int:
+    """0 from ``0``, ``"cuda:0"``, ``"cuda"`` (the current device) or a torch.device.
+
+    >>> _device_index(1), _device_index("cuda:2")
+    (1, 2)
+    """
+    if isinstance(device, bool):
+        raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, got {device!r}")
+    if isinstance(device, int):
+        return device
+    text = str(device)
+    kind, _, index = text.partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise ValueError(f"device must be a CUDA device (an int, 'cuda:N' or a torch.device), got {text!r}")
+    return int(index) if index else _default_device()
+
+
+def _cuda_devices_in(values: Any) -> set[int]:
+    """Indices of the CUDA tensors among ``values`` (and inside lists, tuples and dicts, one level)."""
+    found: set[int] = set()
+    for value in values:
+        inner = value.values() if isinstance(value, dict) else value if isinstance(value, list | tuple) \
+            else ()
+        for v in (value, *inner):
+            if getattr(v, "is_cuda", False) is True:
+                index = getattr(getattr(v, "device", None), "index", None)
+                found.add(index if isinstance(index, int) else _default_device())
+    return found
+
+
+def _choose_device(device: Any, globals: dict[str, Any] | None) -> tuple[int, str]:
+    """The device to time on and where it came from: ``device`` when given, else the
+    CUDA tensors in ``globals``, else torch's current device."""
+    if device is not None:
+        return _device_index(device), "device argument"
+    found = _cuda_devices_in((globals or {}).values())
+    if len(found) > 1:
+        raise ValueError(f"the statement's globals hold CUDA tensors on devices {sorted(found)}: "
+                         "pass device=... to say which device's stream to time")
+    if found:
+        return found.pop(), "CUDA tensors in globals"
+    return _default_device(), "current device"
+
+
 def _current_stream(device: int) -> int:
     """torch's current stream on ``device``, else the legacy default stream (0)."""
     tc = _torch_cuda()
@@ -214,18 +300,30 @@ def _current_stream(device: int) -> int:
 
 
 class _TorchGraphs:
-    """CUDA graph capture through torch (its allocator must own the graph's memory)."""
+    """CUDA graph capture through torch (its allocator must own the graph's memory).
+
+    The capture stream is made on the timer's device (``torch.cuda.graph``
+    otherwise makes one on whichever device captures first), and every graph
+    of this timer (the 1-call and the K-call one) shares one memory pool.
+    """
 
     def __init__(self, device: int) -> None:
-        self._torch = _require_torch("device_timing='graph'")
+        torch = self._torch = _require_torch("device_timing='graph'")
         self._device = device
+        try:
+            with torch.cuda.device(device):
+                self._stream = torch.cuda.Stream()
+            self._pool = torch.cuda.graph_pool_handle()
+        except RuntimeError as e:
+            raise CudaError(f"graph mode could not set up capture on CUDA device {device}: {e}") from e
+        self._graphs: list[Any] = []  # alive as long as their replays may be called
 
     def prepare(self, fn: Callable[[], Any]) -> None:
         """Lazy initialisation (cuBLAS handles, allocator pools) done before capture,
-        on a side stream as torch documents for graph capture."""
+        on the capture stream, as torch documents for graph capture."""
         torch = self._torch
         with torch.cuda.device(self._device):
-            side = torch.cuda.Stream()
+            side = self._stream
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 for _ in range(3):
@@ -235,11 +333,18 @@ class _TorchGraphs:
     def capture(self, fn: Callable[[], Any], calls: int) -> Callable[[], Any]:
         """``replay`` of a graph of ``calls`` calls of ``fn``."""
         torch = self._torch
-        with torch.cuda.device(self._device):
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(calls):
-                    fn()
+        try:
+            with torch.cuda.device(self._device):
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=self._pool, stream=self._stream):
+                    for _ in range(calls):
+                        fn()
+        except RuntimeError as e:
+            raise GraphCaptureError(
+                f"graph mode could not capture the statement into a CUDA graph: {e}. A statement that "
+                "synchronizes (.item(), .cpu(), torch.cuda.synchronize(), a blocking copy) cannot be "
+                "captured: time it with device_timing='events'") from e
+        self._graphs.append(graph)
         return graph.replay
 
 
@@ -254,16 +359,21 @@ class DeviceTimer:
             (outside the timed window; cold mode times per call).
         stream: the stream the events are recorded on, as an int handle or a
             torch stream; default torch's current stream of ``device`` at each
-            ``timeit`` (the legacy default stream, 0, when torch is not in use).
+            ``timeit`` (a private non-blocking stream when that is the legacy
+            default stream; the legacy stream, 0, when torch is not in use).
             The statement must launch its work there. Graph mode replays on
             torch's current stream, so it takes no ``stream``.
-        device: CUDA device index; default torch's current device, else 0.
+        device: CUDA device (index, ``"cuda:N"`` or torch.device); default the
+            device of the CUDA tensors in ``globals``, else torch's current
+            device, else 0.
         launch_hold: queue each block behind a host-released wait so the GPU
             runs it back to back (default). False times exactly what
             ``torch.cuda.Event`` pairs would, launch gaps included.
+        globals: the statement's globals, to find its device (``Timer`` passes them).
 
     Raises:
-        ValueError: unknown ``mode`` or ``cache``, or ``stream`` with graph mode.
+        ValueError: unknown ``mode`` or ``cache``, ``stream`` with graph mode, or
+            globals with CUDA tensors on several devices and no ``device``.
         ImportError: graph mode without torch.
         opbench.errors.CudaError: no NVIDIA driver, no GPU, or a driver failure.
 
@@ -277,7 +387,8 @@ class DeviceTimer:
     _graphs_cls: Callable[[int], Any] = _TorchGraphs
 
     def __init__(self, fn: Callable[[], Any], *, mode: str = "events", cache: str = "warm",
-                 stream: Any = None, device: int | None = None, launch_hold: bool = True) -> None:
+                 stream: Any = None, device: Any = None, launch_hold: bool = True,
+                 globals: dict[str, Any] | None = None) -> None:
         _validate(mode, cache)
         if not callable(fn):
             raise TypeError(f"fn must be a zero-argument callable, got {type(fn).__name__}")
@@ -285,7 +396,7 @@ class DeviceTimer:
         self.mode = mode
         self.cache = cache
         self._stream = _stream_handle(stream)
-        self._device = _default_device() if device is None else device
+        self._device, self._device_source = _choose_device(device, globals)
         self._graphs: Any = None
         self._graphs_prepared = False
         if mode == "graph":
@@ -303,14 +414,25 @@ class DeviceTimer:
         self._replay: Callable[[], Any] | None = None  # the K-call graph (graph mode)
         self._graph_calls: int | None = None
         self._one_call_replay: Callable[[], Any] | None = None
+        self._private_stream: Any = None  # instead of a held legacy stream (torch only)
+        self._stream_note = "given by the caller" if self._stream is not None else None
+        self._launches: int | None = None
+        self._launches_counted = False
         self._quantum: float | None = None
         self._quantum_known = False
         self._resolution_limited = False
+        self.check_resolution = True  # off while a caller sizes blocks (not samples)
+        self._offset: float | None = None
+        self._clock_reading: tuple[int, int, int] | None = None
+        self._clock_settled: bool | None = None
         self._busy_sm: list[int] = []
         self._busy_mem: list[int] = []
         self._reasons = 0
         self._throttled_windows = 0
+        self._power_capped_windows = 0
         self._windows = 0
+        self._unprobed_windows = 0
+        self._last_probe: float | None = None
         self.last_per_call_times: list[float] = []
 
     # -- timing ---------------------------------------------------------------
@@ -340,18 +462,37 @@ class DeviceTimer:
                 self._one_call_replay = self._capture(1)
             fn = self._one_call_replay
         self.last_per_call_times = self._run(fn, number, per_call=True)
+        if self.mode == "per_iteration" and self.cache == "warm" and number and self._offset is None:
+            self._offset = self._per_iteration_offset()
         return self.last_per_call_times
 
-    def _graph_time(self, number: int) -> float:
-        """``number`` calls as ``ceil(number / K)`` replays of the K-call graph, one window."""
+    def warm_up(self) -> None:
+        """Runs the statement's cold first call (unheld), counts its launches and,
+        in graph mode, captures the graph: afterwards every call is a warm one,
+        so a block size chosen from ``timeit`` is chosen from warm calls."""
+        if self.mode == "graph":
+            self.graph_calls()
+        else:
+            self._run(self._fn, 0, per_call=False)
+
+    def graph_calls(self) -> int:
+        """Calls in one replay of the graph (graph mode; captures it on first use).
+        A block of calls in graph mode is best a whole number of replays."""
+        if self.mode != "graph":
+            return 1
         if self._replay is None:
             estimate = self._run(self._fn, _GRAPH_ESTIMATE_CALLS, per_call=False)
             self._graph_calls = _graph_calls(sum(estimate) / _GRAPH_ESTIMATE_CALLS)
             self._replay = self._capture(self._graph_calls)
-        calls = self._graph_calls or 1
+        return self._graph_calls or 1
+
+    def _graph_time(self, number: int) -> float:
+        """``number`` calls as ``ceil(number / K)`` replays of the K-call graph, one window."""
+        calls = self.graph_calls()
+        assert self._replay is not None
         replays = -(-number // calls)
-        # Replays are long and cheap to launch: no hold, one window around all.
-        total = sum(self._run(self._replay, replays, per_call=False, hold=False))
+        # Held like any block: no launch gap between the record and the replay.
+        total = sum(self._run(self._replay, replays, per_call=False))
         return total * number / (replays * calls)
 
     def _capture(self, calls: int) -> Callable[[], Any]:
@@ -361,11 +502,50 @@ class DeviceTimer:
             self._graphs_prepared = True
         return self._graphs.capture(self._fn, calls)
 
+    def _timing_stream(self) -> tuple[int, Any]:
+        """The stream to record on, and the torch stream to run the statement on (or None).
+
+        torch's current stream, unless it is the legacy default stream: holding
+        that would hold every blocking stream of the context, so the statement
+        runs on a private non-blocking stream instead.
+        """
+        if self._stream is not None:
+            return self._stream, None
+        tc = _torch_cuda()
+        if tc is None:
+            self._stream_note = "legacy default stream (torch is not in use)"
+            return 0, None
+        current = tc.current_stream(self._device)
+        if current.cuda_stream != 0:
+            self._stream_note = "torch's current stream"
+            return current.cuda_stream, None
+        if self._private_stream is None:
+            self._private_stream = tc.Stream(device=self._device)
+        self._stream_note = ("private non-blocking stream (torch's current stream is the legacy default "
+                             "stream, which a held wait would block for every blocking stream)")
+        return self._private_stream.cuda_stream, current
+
+    def _on_stream(self, work: Callable[[int], Any]) -> Any:
+        """``work(stream)`` with the statement launching on the timing stream."""
+        stream, legacy = self._timing_stream()
+        if legacy is None:
+            return work(stream)
+        tc = _torch_cuda()
+        assert tc is not None  # a legacy stream to replace comes from torch
+        private = self._private_stream
+        private.wait_stream(legacy)  # the statement's inputs, queued on the legacy stream
+        try:
+            with tc.stream(private):
+                return work(stream)
+        finally:
+            legacy.wait_stream(private)  # and what comes after sees its results
+
     def _run(self, fn: Callable[[], Any], number: int, *, per_call: bool,
              hold: bool = True) -> list[float]:
-        if number == 0:
-            return []
-        stream = self._stream if self._stream is not None else _current_stream(self._device)
+        return list(self._on_stream(lambda stream: self._run_on(stream, fn, number, per_call, hold)))
+
+    def _run_on(self, stream: int, fn: Callable[[], Any], number: int, per_call: bool,
+                hold: bool) -> list[float]:
         if not self._quantum_known:
             self._quantum = self._ctx.event_quantum(stream)
             self._quantum_known = True
@@ -375,52 +555,101 @@ class DeviceTimer:
             # The first call loads kernels (and a graph's first replay uploads
             # it), which waits for queued work: never behind the hold.
             first = self._ctx.run(fn, 1, stream, per_call=True, flush=flush, hold=False)
-            self._ctx.take_clock_samples()  # not a measured window
             self._warmed.append(fn)
+            if fn is self._fn and self.mode != "graph" and not self._launches_counted:
+                # Once, warm: what one call queues, so held blocks are sized in launches.
+                self._launches = self._ctx.count_launches(fn, stream)
+                self._launches_counted = True
+                if self._launches is None and self._ctx.launch_count_problem.startswith(
+                        ("the statement cannot run under stream capture", "capturing one call failed")):
+                    self._clear_capture_error(fn, stream)
             if number == 1 and fn is self._fn:
                 times = first  # the statement's first call is what was asked for
+        if number == 0:
+            return []
         if not times:
             times = self._ctx.run(fn, number, stream, per_call=per_call, flush=flush, hold=hold)
-        self._note_clocks()
-        if per_call:
-            self._check_resolution(times)
+        self._unprobed_windows += len(times)
+        self._maybe_probe_clocks(fn, stream, times, number)
+        self._check_resolution(times)
         return times
 
-    def _note_clocks(self) -> None:
+    def _clear_capture_error(self, fn: Callable[[], Any], stream: int) -> None:
+        """One untimed call after a failed capture: the CUDA runtime keeps the error
+        the capture left as its "last error", and torch raises it at the next
+        launch check, which also clears it. Raised here, it is out of the way."""
+        with contextlib.suppress(Exception):
+            self._ctx.run(fn, 1, stream, per_call=True, flush=False, hold=False)
+
+    def _per_iteration_offset(self) -> float:
+        """How much a per-call window reads above the same call timed in a block:
+        the event records between kernels serialise them. Measured once, warm."""
+        n = _OFFSET_CALLS
+
+        def measure(stream: int) -> float:
+            block = sum(self._ctx.run(self._fn, n, stream, per_call=False, flush=False, hold=True))
+            calls = sum(self._ctx.run(self._fn, n, stream, per_call=True, flush=False, hold=True))
+            return (calls - block) / n
+
+        return float(self._on_stream(measure))
+
+    # -- clocks -----------------------------------------------------------------
+
+    def _maybe_probe_clocks(self, fn: Callable[[], Any], stream: int, times: list[float],
+                            number: int) -> None:
+        """A clock probe, off the timed path, at most once a second (see the module doc)."""
+        now = time.monotonic()
+        if self._last_probe is not None and now - self._last_probe < _PROBE_EVERY_S:
+            return
+        self._last_probe = now
+        per_call = sum(times) / number if number else 0.0
+        calls = _PROBE_MAX_CALLS if per_call <= 0 else int(min(_PROBE_MAX_CALLS, _PROBE_MAX_S / per_call + 1))
+        reading = self._ctx.clock_probe(fn, stream, max(1, calls), _PROBE_SPACING_S, _PROBE_MAX_S)
+        windows, self._unprobed_windows = self._unprobed_windows, 0
+        if reading is None:
+            return
+        sm, mem, reasons, settled = reading
+        self._clock_settled = bool(settled)
+        self._note_clock(sm, mem, reasons, windows)
+
+    def _note_clock(self, sm: int, mem: int, reasons: int, windows: int) -> None:
         max_sm = self._info.get("sm_clock_max_mhz")
-        for sm, mem, reasons, windows in self._ctx.take_clock_samples():
-            if reasons >= 0 and reasons & _GPU_IDLE:
-                continue  # the block had already finished: not a reading under load
-            self._busy_sm.append(sm)
-            self._busy_mem.append(mem)
-            self._windows += windows
-            if reasons > 0:
-                self._reasons |= reasons
-            if _throttled(sm, max_sm):
-                self._throttled_windows += windows
-                reason_text = ", ".join(_reason_names(reasons)) if reasons > 0 else "none reported"
-                warn(ThrottleWarning,
-                     f"GPU {self._info['name']} is throttling: its SM clock was {sm} MHz while running "
-                     f"the statement, under {THROTTLE_THRESHOLD:.0%} of its maximum {max_sm} MHz "
-                     f"(NVML reasons: {reason_text}); the affected windows are counted in "
-                     "Measurement.info['throttled_windows']. Lock clocks (nvidia-smi -lgc), "
-                     "check power and cooling, and rerun",
-                     once=f"opbench.engines.cuda.throttle.{self._device}", stacklevel=4)
+        self._busy_sm.append(sm)
+        self._busy_mem.append(mem)
+        self._windows += windows
+        if reasons > 0:
+            self._reasons |= reasons
+        if reasons > 0 and reasons & _SW_POWER_CAP:
+            self._power_capped_windows += windows
+        if not _throttled(sm, max_sm) or _power_capped_only(reasons):
+            return  # the power limit alone is the GPU at work, not throttling
+        self._throttled_windows += windows
+        reason_text = ", ".join(_reason_names(reasons)) if reasons > 0 else "none reported"
+        warn(ThrottleWarning,
+             f"GPU {self._info['name']} is throttling: its SM clock was {sm} MHz while running "
+             f"the statement, under {THROTTLE_THRESHOLD:.0%} of its maximum {max_sm} MHz "
+             f"(NVML reasons: {reason_text}); the affected windows are counted in "
+             "Measurement.info['throttled_windows']. Lock clocks (nvidia-smi -lgc), "
+             "check power and cooling, and rerun",
+             once=f"opbench.engines.cuda.throttle.{self._device}", stacklevel=5)
 
     def _check_resolution(self, times: list[float]) -> None:
+        """Warns when the median timed window (a call's or a block's) is under 20 event quanta."""
         quantum = self._quantum
-        if quantum is None or not times:
+        if quantum is None or not times or not self.check_resolution:
             return
         median = statistics.median(times)
         if median >= _MIN_QUANTA * quantum * (1 - 1e-6):  # float32 milliseconds
             return
         self._resolution_limited = True
+        per_call = self.mode == "per_iteration" or self.cache == "cold"
+        what = "per-call window" if per_call else "timed window"
         warn(ResolutionWarning,
-             f"the median per-call window, {_us(median)}, is {median / quantum:.1f} steps of this "
-             f"GPU's event timer ({_us(quantum)} each; under {_MIN_QUANTA}): per-call figures "
-             "measure the timer's resolution as much as the statement. Time blocks of calls "
-             "instead: device_timing='events' or 'graph' (with l2_cache='warm')",
-             once="opbench.engines.cuda.event_quantum", stacklevel=4)
+             f"the median {what}, {_us(median)}, is {median / quantum:.1f} steps of this "
+             f"GPU's event timer ({_us(quantum)} each; under {_MIN_QUANTA}): the figures "
+             "measure the timer's resolution as much as the statement. Time more calls per "
+             "window: device_timing='events' or 'graph' (with l2_cache='warm'), or a larger number",
+             once="opbench.engines.cuda.event_quantum", stacklevel=5)
 
     # -- reporting --------------------------------------------------------------
 
@@ -429,32 +658,45 @@ class DeviceTimer:
         sm, mem = self._busy_sm, self._busy_mem
         max_sm = self._info.get("sm_clock_max_mhz")
         throttled: bool | None = None
+        power_capped: bool | None = None
         if sm and max_sm:
             throttled = self._throttled_windows > 0
+        if sm:
+            power_capped = bool(self._reasons & _SW_POWER_CAP)
         info: dict[str, Any] = {
             "clock": _clock_name(self.mode, self.cache),
             "device_timing": self.mode,
             "l2_cache": self.cache,
             "device": self._info["name"],
             "device_index": self._info["index"],
+            "device_source": self._device_source,
             "driver_version": self._info["driver_version"],
             "cuda_driver_version": _version_text(self._info["cuda_driver_version"]),
             "module_loading": self._info["module_loading"],
+            "stream": self._stream_note,
             "l2_cache_bytes": self._info["l2_cache_bytes"],
             "flush_buffer_bytes": self._ctx.flush_bytes if self.cache == "cold" else 0,
+            "l2_flush": self._ctx.flush_method if self.cache == "cold" else None,
             "launch_hold": self._ctx.hold,
             "launch_hold_off_reason": self._ctx.hold_problem or None,
+            "launches_per_call": self._launches,
             "event_quantum_s": self._quantum,
             "resolution_limited": self._resolution_limited,
             "sm_clock_mhz": int(statistics.median(sm)) if sm else None,
             "sm_clock_mhz_lowest": min(sm) if sm else None,
             "sm_clock_mhz_max": max_sm,
             "mem_clock_mhz": int(statistics.median(mem)) if mem else None,
+            "clock_settled": self._clock_settled,
             "throttle_threshold": THROTTLE_THRESHOLD,
             "throttled": throttled,
             "throttled_windows": self._throttled_windows,
             "throttle_reasons": _reason_names(self._reasons),
+            "power_capped": power_capped,
         }
+        if self._launches is None and self._launches_counted:
+            info["launch_count_problem"] = self._ctx.launch_count_problem
+        if self.mode == "per_iteration":
+            info["per_iteration_offset_s"] = self._offset
         if self.mode == "graph":
             info["graph_calls"] = self._graph_calls
         if not sm:

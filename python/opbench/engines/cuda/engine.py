@@ -34,8 +34,10 @@ class DeviceEngine(Engine):
         opbench.CudaError: no driver or GPU.
     """
 
-    def __init__(self, statement: Engine, mode: str, l2_cache: str) -> None:
-        self._device = DeviceTimer(statement.as_callable(), mode=mode, cache=l2_cache)
+    def __init__(self, statement: Engine, mode: str, l2_cache: str, device: Any = None,
+                 globals: dict[str, Any] | None = None) -> None:
+        self._device = DeviceTimer(statement.as_callable(), mode=mode, cache=l2_cache, device=device,
+                                   globals=globals)
         # Per-call modes: the Measurement holds each call, not the blocks' sums.
         self._calls: list[float] | None = (
             [] if mode == "per_iteration" or l2_cache == "cold" else None
@@ -54,7 +56,18 @@ class DeviceEngine(Engine):
     def reset(self) -> None:
         self.discard_samples()
 
+    def warm_up(self) -> None:
+        """Before a block-size search: the cold first call (and graph capture) out of
+        the way, and no resolution warnings for the search's short windows."""
+        self._device.warm_up()
+        self._device.check_resolution = False
+
+    def block_unit(self) -> int:
+        """Graph mode: calls per graph replay, so every block is whole replays."""
+        return self._device.graph_calls()
+
     def discard_samples(self) -> None:
+        self._device.check_resolution = True  # what follows are samples
         if self._calls is not None:
             self._calls.clear()
 

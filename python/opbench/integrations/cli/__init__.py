@@ -26,6 +26,7 @@ COMMANDS = {
     "compare": "opbench.integrations.cli.compare",
     "show": "opbench.integrations.cli.show",
     "ab": "opbench.integrations.cli.ab",
+    "compile-overheads": "opbench.integrations.cli.compile_overheads",
 }
 
 

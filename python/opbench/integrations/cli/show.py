@@ -1,11 +1,14 @@
 """``opbench show FILE... [--trim] [--color auto|always|never] [--verbose]``: results as tables.
 
 Loads files written by ``opbench.save`` (or ``--opbench-save``, ``opbench
-timeit --save``, ``--autosave``) and prints their results as Compare tables:
-one per label, a row per sub_label (or statement) and thread count, a column
-per description; instruction counts in tables of their own. Several files
-are shown together (results from different machines or runs side by side
-when their env differs). A line per file says where it was measured.
+timeit --save``, ``--autosave``) and prints their results as Compare tables,
+times and instruction counts each in a table of their own: a row per
+benchmark, keyed as the regression gate keys it (``opbench.core.identity.key``:
+its name, else its labels, else its statement; threads, env, clock), and a
+column per file. So every benchmark of every file appears, two benchmarks of
+one test stay two rows, and files side by side are runs side by side.
+Replicates of a key in one file pool, as the gate pools them. A line per
+file says where it was measured.
 
 Options:
     --trim      show each value only to the significant figures its spread supports.
@@ -55,6 +58,18 @@ def _load(path: str) -> Any:
         raise UsageError(f"cannot load {path}: {e}") from None
 
 
+def _keyed(result: Any, title: str, column: str) -> Any:
+    """``result`` placed in the table by its gate key (row) and its file (column)."""
+    import dataclasses
+
+    from opbench.core import identity
+    from opbench.core.measurement import TaskSpec
+
+    key = identity.key(result)
+    return dataclasses.replace(result, task_spec=TaskSpec(
+        stmt=key, setup="pass", label=title, sub_label=key, description=column))
+
+
 def _print_table(results: list[Any], args: argparse.Namespace) -> None:
     from opbench.analysis.compare import Compare
 
@@ -67,6 +82,10 @@ def _print_table(results: list[Any], args: argparse.Namespace) -> None:
     print(table)
 
 
+def _instructions(results: Any) -> list[Any]:
+    return list(results.instructions)
+
+
 def run(args: argparse.Namespace) -> int:
     loaded = [(path, _load(path)) for path in args.files]  # all or nothing: check every file
     for path, results in loaded:
@@ -77,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
         if args.verbose:
             print("environment: " + json.dumps(results.environment, sort_keys=True))
     measurements = [m for _, results in loaded for m in results]
-    counts = [c for _, results in loaded for c in results.instructions]
-    for group in (measurements, counts):
+    for title, kind in (("times", list), ("instructions per run", _instructions)):
+        group = [_keyed(r, title, path) for path, results in loaded for r in kind(results)]
         if group:
             _print_table(group, args)
     if args.verbose:

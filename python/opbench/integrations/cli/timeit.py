@@ -129,6 +129,20 @@ def _without_object_line(text: str) -> str:
     return text.split("\n", 1)[1] if text.startswith("<") else text
 
 
+_TOP_FUNCTIONS = 25
+
+
+def _top_functions(stats: Any) -> str:
+    """The functions that ran the most instructions, names in full (``FunctionCounts``'
+    own text, torch's, opens with an object address and cuts names to the print width,
+    which leaves a C++ function only its library's path)."""
+    rows = list(stats.as_standardized().stats(inclusive=False))[:_TOP_FUNCTIONS]
+    width = max((len(f"{c.count:,}") for c in rows), default=1)
+    return "\n".join([f"Top functions (instructions in {stats.number_per_run} runs, "
+                      "exclusive, paths standardized):",
+                      *(f"  {c.count:>{width},}  {c.function}" for c in rows)])
+
+
 def _callgrind(args: argparse.Namespace, timer: Timer) -> tuple[int, Any]:
     from opbench.core.instructions import InstructionCounts
     from opbench.errors import CallgrindError, CallgrindUnavailableError
@@ -145,7 +159,7 @@ def _callgrind(args: argparse.Namespace, timer: Timer) -> tuple[int, Any]:
     repeats = stats if isinstance(stats, tuple) else (stats,)
     print(_without_object_line(repr(repeats[0])))
     if args.verbose:
-        print(repeats[0].stats(inclusive=False))
+        print(_top_functions(repeats[0]))
     counts = InstructionCounts.from_callgrind(repeats)
     print(f"{counts.per_run:,.1f} instructions per run (noise symbols removed, baseline "
           "subtracted)")

@@ -34,6 +34,10 @@ Options (the gate):
     --opbench-mode MODE         time (default) or instructions: run the session under
                                 callgrind and count each benchmark's instructions per run
                                 (no sampling noise: gates a 1% change on a noisy machine).
+    --opbench-instruction-number N / --opbench-instruction-repeats R
+                                instruction mode: R counted loops of N calls per benchmark
+                                (100 and 3; per benchmark: the fixture's
+                                instruction_number= and instruction_repeats=).
     --opbench-base REV          A/B: run this same command on git revision REV and on the
                                 working tree in interleaved rounds (``opbench ab``; the
                                 processes take turns to time) and fail on a regression,

@@ -11,6 +11,11 @@ import pytest
 
 # Set in the environment of a session re-run under callgrind (instruction mode).
 _UNDER_CALLGRIND = "OPBENCH_PYTEST_UNDER_CALLGRIND"
+# torch's OpenMP workers sleep as soon as a parallel region ends instead of spinning
+# (a spinning worker's instructions would be counted with the statement's, differently
+# every repeat, and under valgrind it slows the whole session); a variable the user
+# set wins.
+_QUIET_POOLS = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
 
 
 def rerun_under_callgrind(config: pytest.Config) -> int | None:
@@ -36,8 +41,9 @@ def rerun_under_callgrind(config: pytest.Config) -> int | None:
     with tempfile.TemporaryDirectory(prefix="opbench_pytest_callgrind_") as work:
         prefix = os.path.join(work, "callgrind.out")
         # PYTHONHASHSEED fixed: dict and set layouts, hence counts, repeat exactly.
-        env = dict(os.environ, **{_UNDER_CALLGRIND: "1", OUT_PREFIX_ENV: prefix,
-                                  "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")})
+        env = dict(_QUIET_POOLS, **os.environ)
+        env.update({_UNDER_CALLGRIND: "1", OUT_PREFIX_ENV: prefix,
+                    "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")})
         argv = getattr(sys, "orig_argv", None) or [sys.executable, "-m", "pytest", *sys.argv[1:]]
         command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                    f"--callgrind-out-file={prefix}", f"--log-file={prefix}.log",

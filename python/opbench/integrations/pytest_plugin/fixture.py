@@ -12,9 +12,6 @@ from opbench.integrations.pytest_plugin import policy
 from opbench.integrations.pytest_plugin.options import _METHODS
 from opbench.integrations.pytest_plugin.session import _STATE, _Session
 
-_INSTRUCTION_NUMBER = 100
-_INSTRUCTION_REPEATS = 3
-
 
 class BenchmarkFixture:
     """The ``opbench`` fixture: call it to time code; see ``__call__``."""
@@ -28,10 +25,10 @@ class BenchmarkFixture:
         self._calls = 0
 
     def _key(self, name: str | None) -> str:
+        from opbench.core.identity import pytest_key
+
         index, self._calls = self._calls, self._calls + 1
-        if name is not None:
-            return f"{self._node_id}::{name}"
-        return self._node_id if index == 0 else f"{self._node_id}#{index}"
+        return pytest_key(self._node_id, name, index)
 
     def __call__(
         self,
@@ -48,6 +45,8 @@ class BenchmarkFixture:
         max_run_time: float | None = None,
         min_samples: int | None = None,
         method_kwargs: dict[str, Any] | None = None,
+        instruction_number: int | None = None,
+        instruction_repeats: int | None = None,
         threshold: float | str | None = None,
         **timer_kwargs: Any,
     ) -> Any:
@@ -65,6 +64,9 @@ class BenchmarkFixture:
                 ``"converge"``, called with ``min_run_time`` and ``method_kwargs``.
             min_run_time, max_run_time, min_samples: default to the session's
                 ``--opbench-min-time``, ``--opbench-max-time``, ``--opbench-min-samples``.
+            instruction_number, instruction_repeats: in instruction mode, calls per
+                counted loop and loops counted (default: the session's
+                ``--opbench-instruction-number`` / ``--opbench-instruction-repeats``).
             threshold: the slowdown that fails this benchmark's gate (``"10%"`` or 0.1),
                 instead of ``--opbench-fail-above`` (default: the marker's
                 ``@pytest.mark.opbench(threshold=...)``); recorded in ``info["threshold"]``,
@@ -97,7 +99,11 @@ class BenchmarkFixture:
             return timer.measurement(1, [timer.run(1)])
         with state.timed():
             if state.mode == "instructions":
-                result = self._count(timer)
+                result = self._count(
+                    timer,
+                    state.instruction_number if instruction_number is None else instruction_number,
+                    state.instruction_repeats if instruction_repeats is None
+                    else instruction_repeats)
             else:
                 # In an `opbench ab` round, the base and head processes take turns to time.
                 turns = state.turns
@@ -138,12 +144,19 @@ class BenchmarkFixture:
                           max_run_time=state.max_time if max_run_time is None else max_run_time)
         return getattr(timer, method)(min_run_time=min_run_time, **kwargs)
 
-    def _count(self, timer: Any) -> Any:
+    def _count(self, timer: Any, number: int, repeats: int) -> Any:
+        from opbench._checks import check_count
+        from opbench._threads import set_torch_threads
         from opbench.callgrind import in_process
 
-        return in_process.count(timer.engine.as_callable(), number=_INSTRUCTION_NUMBER,
-                                repeats=_INSTRUCTION_REPEATS, task_spec=timer.task_spec,
-                                out_prefix=os.environ[in_process.OUT_PREFIX_ENV])
+        check_count("instruction_number", number)
+        check_count("instruction_repeats", repeats)
+        # In the Timer's thread setting, as collect_callgrind counts: torch's pool
+        # otherwise runs at the machine's size and its workers' share is counted.
+        with set_torch_threads(timer.task_spec.num_threads):
+            return in_process.count(timer.engine.as_callable(), number=number,
+                                    repeats=repeats, task_spec=timer.task_spec,
+                                    out_prefix=os.environ[in_process.OUT_PREFIX_ENV])
 
 
 def _taking_turns(timer: Any, turns: Any) -> Any:

@@ -8,6 +8,9 @@ import pytest
 _METHODS = ("blocked_autorange", "adaptive_autorange", "converge")
 _SORT_KEYS = ("name", "median", "iqr", "samples", "ops")
 _LATEST = "latest"
+# Instruction mode: calls per counted loop, and counted loops per benchmark.
+_INSTRUCTION_NUMBER = 100
+_INSTRUCTION_REPEATS = 3
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,6 +45,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="format of --opbench-report: markdown (default: a PR comment), json or text.")
     add("--opbench-mode", choices=("time", "instructions"), default="time",
         help="time (default), or count instructions under callgrind (needs valgrind).")
+    add("--opbench-instruction-number", type=int, default=_INSTRUCTION_NUMBER, metavar="N",
+        help=f"instruction mode: calls per counted loop (default {_INSTRUCTION_NUMBER}).")
+    add("--opbench-instruction-repeats", type=int, default=_INSTRUCTION_REPEATS, metavar="R",
+        help=f"instruction mode: counted loops per benchmark, the spread the gate allows "
+             f"(default {_INSTRUCTION_REPEATS}).")
     add("--opbench-disable", action="store_true", default=False,
         help="run each benchmark once (fast test runs): the fixture returns a Measurement of "
              "that call; nothing is saved or compared.")

@@ -29,9 +29,10 @@ def confirmed(state: _Session, result: Any, measure: Callable[[], Any],
     if state.baseline is None:
         return result
     from opbench import gate
+    from opbench.core import identity
 
-    key = result.task_spec.key
-    baseline = [r for r in state.baseline.all() if r.task_spec.key == key]
+    key = identity.key(result)
+    baseline = [r for r in state.baseline.all() if identity.key(r) == key]
     taken = [result]
     while baseline and len(taken) <= _CONFIRMATIONS:
         row = gate.compare(baseline, [pooled(taken)], threshold=threshold).rows

@@ -30,6 +30,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def _summary_rows(state: _Session) -> dict[str | None, list[list[str]]]:
     """Per group: name, median, IQR, samples and ops/s of each benchmark, in --opbench-sort
     order (numbers ascending, except samples and ops/s: most first)."""
+    from opbench.core import identity
     from opbench.core.instructions import InstructionCounts
     from opbench.gate import format_value
 
@@ -40,10 +41,10 @@ def _summary_rows(state: _Session) -> dict[str | None, list[list[str]]]:
         samples = len(r.counts) if counts else len(r.times)
         iqr = 0.0 if counts else r.iqr
         ops = 0.0 if counts or r.median <= 0 else 1 / r.median
-        row = [r.task_spec.key, format_value(r.median, kind),
+        row = [identity.key(r), format_value(r.median, kind),
                "-" if counts else format_value(iqr, kind), str(samples),
                f"{ops:,.1f}" if ops else "-"]
-        sort_key = {"name": r.task_spec.key, "median": r.median, "iqr": iqr,
+        sort_key = {"name": identity.key(r), "median": r.median, "iqr": iqr,
                     "samples": -samples, "ops": -ops}[state.sort]
         groups.setdefault(r.info.get("group"), []).append((sort_key, row))
     return {g: [row for _, row in sorted(rows, key=lambda x: x[0])] for g, rows in groups.items()}

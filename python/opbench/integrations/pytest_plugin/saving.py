@@ -43,7 +43,7 @@ def _save(state: _Session, config: pytest.Config) -> list[str]:
 
     written = []
     if state.save_path is not None:
-        kept = merge(state.previous.all(), state.results) if state.previous else state.results
+        kept = merge(state.previous, state.results) if state.previous else state.results
         save(kept, state.save_path)
         written.append(f"saved {len(state.results)} result(s) to {state.save_path}"
                        + (f" ({len(kept) - len(state.results)} kept from before)"

@@ -37,6 +37,8 @@ class _Session:
         self.min_time: float = opt("opbench_min_time")
         self.max_time: float | None = opt("opbench_max_time")
         self.min_samples: int = opt("opbench_min_samples")
+        self.instruction_number: int = opt("opbench_instruction_number")
+        self.instruction_repeats: int = opt("opbench_instruction_repeats")
         self.sort: str = opt("opbench_sort")
         self.report_path: str | None = opt("opbench_report")
         self.report_format: str = opt("opbench_format")
@@ -69,6 +71,9 @@ class _Session:
                                     "at least as large")
         if self.min_samples < 1:
             raise pytest.UsageError("--opbench-min-samples must be a positive integer")
+        if self.instruction_number < 1 or self.instruction_repeats < 1:
+            raise pytest.UsageError("--opbench-instruction-number and --opbench-instruction-"
+                                    "repeats must be positive integers")
         if self.fail_above is not None:
             if self.baseline_path is None and config.getoption("opbench_base") is None:
                 raise pytest.UsageError("--opbench-fail-above needs --opbench-compare [BASELINE] "
@@ -126,8 +131,8 @@ def _load(path: str, option: str) -> Any:
 
 def _baseline_root(config: pytest.Config) -> str:
     from opbench.store import baselines
-    env = os.environ.get(baselines.ENV_VAR)
-    return env if env else os.path.join(str(config.rootpath), ".opbench")
+
+    return str(baselines.root_dir())  # where the CLI looks too
 
 
 _STATE = pytest.StashKey[_Session]()
