@@ -170,3 +170,24 @@ def test_a_verdict_within_the_code_placement_spread_says_so(monkeypatch):
     r.a.info["layout_spread"] = 0.2  # as a C++ timer with layouts=N reports
     assert r.layout_spread == 0.2 and r.within_layout_spread
     assert "within the code-placement spread (20.0%): possibly an address accident" in str(r)
+
+
+def test_one_story_default_threshold_names_and_too_few_pairs(monkeypatch):
+    import inspect
+
+    from opbench import gate
+
+    # One threshold default: the gate's.
+    assert inspect.signature(compare_ab).parameters["threshold"].default \
+        == inspect.signature(gate.compare).parameters["threshold"].default == 0.05
+    monkeypatch.setattr(Timer, "_timer_cls", drifting_mock(1, noise=0.3))
+    with pytest.warns(errors.SampleSizeWarning) as caught:
+        r = compare_ab(Timer("f()", setup="a = 1", name="old"),
+                       Timer("f()", setup="b = 1", name="new"),
+                       min_pairs=2, min_run_time=1e-9, max_run_time=1e-9)
+    text = str(r)
+    assert text.startswith("B (new) vs A (old)")  # Timer(name=) in the text
+    assert r.verdict == "inconclusive" and "no interval: 1 pairs are too few" in text
+    # The warning names what the look's level needs: more pairs than were taken.
+    needed = int(str(caught[0].message).split("needs at least ")[1].split(".")[0])
+    assert needed > r.n_pairs

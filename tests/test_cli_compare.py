@@ -50,7 +50,7 @@ def test_regression_beyond_threshold_fails(tmp_path, capsys):
     assert table["a()"].endswith("same")
     assert table["B"].endswith("REGRESSION") and " 1.2" in table["B"]
     assert out.index("B  ") < out.index("a()  ")  # worst first
-    assert "FAILED: 1 problem(s):\n  B: 1.2" in out
+    assert "FAILED: 1 regression in 2 benchmark(s).\n  B: 1.2" in out
 
 
 def test_improvement_and_small_changes_pass(tmp_path, capsys):
@@ -164,7 +164,8 @@ def test_markdown_and_json_formats(tmp_path, capsys):
     base = write(tmp_path, "base.json", [m("a|b()", times(1))])
     new = write(tmp_path, "new.json", [m("a|b()", times(2, 2.0))])
     code, out, _ = run_cli(capsys, base, new, "--format", "markdown")
-    assert code == 1 and out.startswith("### opbench: regressions found\n\n| Benchmark |")
+    assert code == 1 and out.startswith(
+        "### opbench: 1 regression — 1 of 1 benchmark(s) slower\n\n| Benchmark |")
     assert "| a\\|b() |" in out and "\n- a|b(): 1.9" in out
     code, out, _ = run_cli(capsys, base, new, "--format", "json")
     doc = json.loads(out)

@@ -83,3 +83,31 @@ def test_paired_decision_on_log_ratios():
     d = decide.paired(logs, 0.02, 0.95, look=3)
     assert d.verdict == "slower" and d.ratio == pytest.approx(1.1, rel=0.01)
     assert decide.paired(logs[:3], 0.02, 0.95, look=1).ci is None
+
+
+def test_runs_hold_the_between_run_variance_and_few_runs_stay_wide():
+    from opbench.decide import holm, run_look_confidence, runs, runs_p_value
+
+    # Tight runs of a 30% change: slower; the ratio is the geometric mean of run ratios.
+    d = runs([1.00, 1.02, 0.97], [1.31, 1.32, 1.28], 0.05)
+    assert d.verdict == "slower" and d.ratio == pytest.approx(1.3079, abs=1e-4)
+    # Runs that disagree by +-10% cannot show a 3% change: the interval holds 1.
+    d = runs([1.0, 1.1, 0.9], [1.13, 0.93, 1.03], 0.05)
+    assert d.verdict == "inconclusive" and d.ci[0] < 1 < d.ci[1]
+    assert not d.possible_regression  # noise, not a possible regression
+    # Two runs at a tiny level: a finite, useless interval, never an overflow.
+    d = runs([1.0, 1.1], [1.2, 1.1], 0.05, 1 - 1e-9)
+    assert d.verdict == "inconclusive" and math.isfinite(d.ci[1])
+    assert runs([1.0], [2.0], 0.05).ci is None
+    with pytest.raises(ValueError, match="paired runs need as many"):
+        runs([1.0, 1.1], [1.0], 0.05)
+    assert runs([1.0, 1.1], [1.05], 0.05, paired=False).verdict == "inconclusive"
+    # Identical runs: p = 1; a constant shift with no spread: p = 0.
+    assert runs_p_value([1.0, 1.1], [1.0, 1.1]) == 1.0
+    assert runs_p_value([1.0, 1.1], [2.0, 2.2]) < 1e-9
+    # Holm and the looks spend no more than alpha.
+    assert holm([0.001, 0.04, 0.013], 0.05) == pytest.approx([0.05 / 3, 0.05, 0.025])
+    assert holm([0.2, 0.001], 0.05) == pytest.approx([0.05, 0.025])
+    assert holm([0.3, 0.2, 0.001], 0.05) == pytest.approx([0.025, 0.025, 0.05 / 3])
+    spent = sum(1 - run_look_confidence(k, 4, 0.95) for k in range(1, 5))
+    assert spent == pytest.approx(0.05) and 1 - run_look_confidence(4, 4, 0.95) >= 0.025

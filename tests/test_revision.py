@@ -95,6 +95,22 @@ def test_a_failed_run_is_a_run_not_an_exception(repo: Path, tmp_path: Path) -> N
     assert silent.returncode == 0 and not silent.ok and "saved no results" in silent.problem
 
 
+def test_a_missing_program_is_a_failed_run_and_relative_programs_are_the_callers(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = revision.run_at("HEAD", ["no-such-program-xyz"], repo=repo)
+    assert run.returncode == 127 and "cannot run 'no-such-program-xyz'" in run.problem
+    tool = tmp_path / "bin" / "tool.py"
+    tool.parent.mkdir()
+    tool.write_text("print('mine')\n")
+    monkeypatch.chdir(tmp_path)  # ./bin/tool.py exists here, not in the checkout
+    with revision.checkout("HEAD", repo) as c:
+        done = c.run([sys.executable, "-c", "import sys, runpy; runpy.run_path(sys.argv[1])",
+                      str(tool)])
+        relative = c.run([os.path.join("bin", "tool.py")])  # not executable: a failed run
+    assert done.output.strip() == "mine"
+    assert relative.returncode == 127 and str(tool) in relative.output
+
+
 def test_a_stale_results_file_is_not_taken_for_the_runs(repo: Path, tmp_path: Path) -> None:
     path = tmp_path / "out.json"
     path.write_text("{}")

@@ -91,9 +91,11 @@ def empty_call_like(fn: Callable[[], Any]) -> Callable[[], Any]:
     return _noop if is_python_code(fn) else _C.noop
 
 
-def _take_dump(prefix: str) -> int:
+def _take_dump(prefix: str, keep: str | None = None) -> int:
     """The denoised total of the one numbered dump under ``prefix`` (PREFIX.N), which is
-    then deleted: each dump is read right after it is written, so exactly one is there."""
+    then deleted (each dump is read right after it is written, so exactly one is there),
+    or moved to ``keep`` for its per-function counts to be read after all loops ran
+    (reading them now would keep allocations alive into the next loop's heap)."""
     folder, base = os.path.split(prefix)
     found = [name for name in os.listdir(folder or ".")
              if name.startswith(base + ".") and name[len(base) + 1:].isdigit()]
@@ -104,12 +106,16 @@ def _take_dump(prefix: str) -> int:
     path = os.path.join(folder, found[0])
     with open(path) as f:
         profile = parse_callgrind_out(f.read().splitlines())
-    os.unlink(path)
+    if keep is None:
+        os.unlink(path)
+    else:
+        os.replace(path, keep)
     rows = tuple(FunctionCount(c, fn) for fn, c in profile.exclusive.items() if c)
     return FunctionCounts(rows, inclusive=False).denoise().sum()
 
 
-def _counted(fn: Callable[[], Any], number: int, prefix: str, label: str) -> int:
+def _counted(fn: Callable[[], Any], number: int, prefix: str, label: str,
+             keep: str | None = None) -> int:
     """One counted loop of ``number`` calls, its code fresh and run once uncounted, from
     a heap made the same as before every other loop (as collect_callgrind's worker).
 
@@ -140,7 +146,7 @@ def _counted(fn: Callable[[], Any], number: int, prefix: str, label: str) -> int
         gc.enable()
         cg.release_small_objects()
     cg.dump_stats(f"opbench {label}")
-    return _take_dump(prefix)
+    return _take_dump(prefix, keep)
 
 
 def _torch_thread_state() -> Callable[[], contextlib.AbstractContextManager[None]]:
@@ -223,7 +229,9 @@ def _count_here(fn: Callable[[], Any], number: int, repeats: int, task_spec: Tas
     gc.freeze()  # what exists now is not re-scanned inside the counted loops
     _C.callgrind.start_instrumentation()
     try:
-        counts = tuple(_counted(fn, number, out_prefix, "stmt") for _ in range(repeats))
+        kept = out_prefix + ".functions"
+        counts = tuple(_counted(fn, number, out_prefix, "stmt",
+                                keep=kept if i == repeats - 1 else None) for i in range(repeats))
         baseline = _counted(empty_call_like(fn), number, out_prefix, "baseline")
     finally:
         _C.callgrind.stop_instrumentation()
@@ -232,4 +240,25 @@ def _count_here(fn: Callable[[], Any], number: int, repeats: int, task_spec: Tas
     return InstructionCounts(number, counts, task_spec, baseline=baseline,
                              info={"denoised": True, "collected": "in process",
                                    "spread": (max(counts) - min(counts))
-                                   / max(statistics.median(counts), 1)})
+                                   / max(statistics.median(counts), 1),
+                                   # The last repeat's functions, for a per-function diff.
+                                   "functions": _functions_of(kept)})
+
+
+# Functions kept per result (by inclusive count): enough for a diff's top 15 either way.
+_KEPT_FUNCTIONS = 60
+
+
+def _functions_of(path: str) -> dict[str, dict[str, int]]:
+    """The exclusive and inclusive counts of a dump's largest functions (by either), the
+    dump then deleted: what ``opbench ab --mode instructions`` diffs between revisions."""
+    with open(path) as f:
+        profile = parse_callgrind_out(f.read().splitlines())
+    os.unlink(path)
+
+    def top(counts: dict[str, int]) -> list[str]:
+        return sorted((f for f in counts if counts[f]), key=lambda f: -counts[f])[:_KEPT_FUNCTIONS]
+
+    names = set(top(profile.inclusive)) | set(top(profile.exclusive))
+    return {"exclusive": {f: profile.exclusive.get(f, 0) for f in sorted(names)},
+            "inclusive": {f: profile.inclusive.get(f, 0) for f in sorted(names)}}

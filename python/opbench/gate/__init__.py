@@ -10,9 +10,18 @@ says "no regression" must have looked, so nothing passes silently:
   baseline never meets a CUDA-event result), never by repr; replicates pool.
 * A benchmark is a **regression** when its decision is "slower". When no
   interval could be formed (too few samples) or it straddles the threshold,
-  while the ratio of medians is beyond it, it is a **possible regression**:
-  with ``inconclusive="fail"`` (the default) it fails the gate, with "warn"
-  it is reported, with "pass" it is only listed.
+  while the interval shows a slowdown (lies above 1) that may reach it, or
+  no interval could be formed and the ratio is beyond it, it is a
+  **possible regression**: with ``inconclusive="fail"``
+  (the default) it fails the gate, with "warn" it is reported, with "pass"
+  it is only listed.
+* One ratio everywhere: the decision's estimate (``Decision.ratio``) is the
+  Ratio column, the failure line and the JSON ``ratio``.
+* **Runs.** A key with several results on both sides (a file merged from
+  several autosaved runs) is decided on its runs (``decide.runs``: the
+  medians of the runs are the samples, so the between-run variance is in the
+  interval). With one run a side, the interval comes from that run's blocks
+  and covers within-run noise only; the report says so.
 * A benchmark of the baseline missing from the new results is listed, and
   fails the gate with ``fail_on_missing``; new benchmarks are listed.
 * Nothing in common is an error (``NothingToCompareError``), not a pass.
@@ -53,14 +62,18 @@ from opbench.core.throughput import declared_or_counted
 from opbench.errors import NothingToCompareError
 from opbench.stats import decide
 
-__all__ = ["FORMATS", "POLICIES", "Report", "Row", "compare", "environment_differences",
-           "format_value"]
+__all__ = ["FORMATS", "POLICIES", "Report", "Row", "compare", "describe_environment",
+           "environment_differences", "format_value", "pool", "remeasured"]
 
 POLICIES = ("fail", "warn", "pass")
 # Gated metric -> the work a throughput divides by (None: time itself).
 METRICS = {"time": None, "byte_rate": "bytes", "flop_rate": "flops"}
 FORMATS = ("text", "markdown", "json")
 
+# Environment facts a report shows for each side (the JSON has them all).
+_SHOWN = (("git_commit", "commit"), ("commit", "commit"), ("python", "Python"),
+          ("torch", "torch"), ("cpu_model", "CPU"), ("cpu_count", "CPUs"),
+          ("hostname", "host"))
 # Environment facts whose difference makes a comparison suspect, with their names.
 _ENVIRONMENT_FACTS = {
     "hostname": "machine", "cpu_model": "CPU", "cpu_count": "CPU count",
@@ -80,6 +93,7 @@ class Row:
         baseline, new: the medians per run.
         samples: how many values each side had.
         decision: ``opbench.stats.decide``'s decision on them.
+        runs: how many runs (results of the key) each side had.
     """
 
     key: str
@@ -88,6 +102,7 @@ class Row:
     new: float
     samples: tuple[int, int]
     decision: decide.Decision
+    runs: tuple[int, int] = (1, 1)
 
     @property
     def status(self) -> str:
@@ -118,6 +133,16 @@ class Report:
     confidence: float
     inconclusive: str
     fail_on_missing: bool
+    # How the verdicts were formed (the report's method note; "" for the two-file gate's).
+    method: str = ""
+    # False: problems are reported but do not fail (exit status 0), and the words say so.
+    enforced: bool = True
+    # Benchmarks measured again because they looked slower, and how (info["remeasured"]).
+    remeasured: tuple[str, ...] = ()
+    # What "no interval" counts on each side: samples (blocks) or runs.
+    replicates: str = "samples"
+    # The environments the two sets of results recorded (baseline, new), when known.
+    environments: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
 
     @property
     def regressions(self) -> list[Row]:
@@ -130,11 +155,11 @@ class Report:
     @property
     def failures(self) -> list[str]:
         """Why the gate fails (empty: it passes)."""
-        reasons = [f"{r.key}: {r.decision.ratio:.3f}x slower (regression)"
-                   for r in self.regressions]
+        reasons = [f"{r.key}: {r.decision.ratio:.3f}x slower (regression, threshold "
+                   f"{r.decision.threshold:.1%})" for r in self.regressions]
         if self.inconclusive == "fail":
-            reasons += [f"{r.key}: medians {r.decision.median_ratio:.3f}x slower, not "
-                        f"conclusive ({r.decision.reason}): possible regression"
+            reasons += [f"{r.key}: {r.decision.ratio:.3f}x slower, not conclusive "
+                        f"({r.decision.reason}): possible regression" + _interval(r)
                         for r in self.possible_regressions]
         if self.fail_on_missing:
             reasons += [f"{key}: missing from the new results" for key in self.only_in_baseline]
@@ -142,7 +167,19 @@ class Report:
 
     @property
     def exit_status(self) -> int:
-        return 1 if self.failures else 0
+        return 1 if self.failures and self.enforced else 0
+
+    @property
+    def summary(self) -> str:
+        """One line that matches the exit status: PASSED, FAILED or "not enforced"."""
+        failures, n = self.failures, len(self.rows)
+        if not failures:
+            return f"PASSED: no regression beyond the threshold ({n} benchmark(s) compared)."
+        what = _problems(self)
+        if not self.enforced:
+            return (f"NOT FAILING: {what} found in {n} benchmark(s), but this gate does not "
+                    "fail (exit status 0; --opbench-fail-above / --threshold to enforce it).")
+        return f"FAILED: {what} in {n} benchmark(s)."
 
     # -- output ---------------------------------------------------------------
 
@@ -152,16 +189,17 @@ class Report:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         return {"text": self.text, "markdown": self.markdown, "json": self.json}[fmt]()
 
-    def _cells(self) -> tuple[list[str], list[list[str]]]:
+    def _cells(self, rows: Iterable[Row] | None = None) -> tuple[list[str], list[list[str]]]:
         header = ["Benchmark", "Baseline", "New", "Ratio", f"{self.confidence:.0%} CI", "Verdict"]
         body = []
-        for r in self.rows:
+        for r in self.rows if rows is None else rows:
             ci = r.decision.ci
-            interval = (f"none ({r.samples[0]} vs {r.samples[1]} samples)" if ci is None
+            counts = r.runs if self.replicates == "runs" else r.samples
+            interval = (f"none ({counts[0]} vs {counts[1]} {self.replicates})" if ci is None
                         else "exact" if r.kind == "instructions" and ci[0] == ci[1]
                         else f"{ci[0]:.3f} to {ci[1]:.3f}")
             body.append([r.key, format_value(r.baseline, r.kind), format_value(r.new, r.kind),
-                         f"{r.decision.median_ratio:.3f}", interval, r.status.upper()
+                         f"{r.decision.ratio:.3f}", interval, r.status.upper()
                          if r.status in ("regression", "possible regression") else r.status])
         return header, body
 
@@ -179,14 +217,28 @@ class Report:
         if any(r.kind in ("byte_rate", "flop_rate") for r in self.rows):
             notes.append("Throughput rows: the ratio is of time per unit of work (new / "
                          "baseline), the inverse of the ratio of rates.")
-        notes.append(f"Ratio: new / baseline (median per run); verdicts by the ratio's "
-                     f"{self.confidence:.0%} interval (Hodges-Lehmann; instruction counts: "
-                     f"the range their repeats allow) against a threshold of "
-                     f"{self.threshold:.1%}; inconclusive results beyond it: {self.inconclusive}.")
-        failures = self.failures
-        notes.append(f"FAILED: {len(failures)} problem(s):" if failures else
-                     "PASSED: no regression beyond the threshold.")
-        notes += [f"  {reason}" for reason in failures]
+        if self.remeasured:
+            notes.append("Measured again because they looked slower (all measurements pooled): "
+                         + "; ".join(self.remeasured))
+        single = [r.key for r in self.rows if r.kind != "instructions" and r.runs == (1, 1)]
+        if single:
+            notes.append(
+                ("Each side has one run" if len(single) == len(self.rows) else
+                 f"{len(single)} benchmark(s) have one run a side")
+                + ": their intervals come from the blocks of one process and cover within-run "
+                "noise only, not what differs between processes (code placement, heap, clock); "
+                "`opbench ab` replicates runs.")
+        thresholds = {r.decision.threshold for r in self.rows} - {self.threshold}
+        notes.append(
+            "Ratio: new / baseline; " + (self.method or (
+                f"verdicts by the ratio's {self.confidence:.0%} interval (Hodges-Lehmann on "
+                "the blocks; on the run medians when both sides have several runs; "
+                "instruction counts: the range their repeats allow)"))
+            + f", against a threshold of {self.threshold:.1%}"
+            + (" (some benchmarks set their own)" if thresholds else "")
+            + f"; inconclusive results beyond it: {self.inconclusive}.")
+        notes.append(self.summary)
+        notes += [f"  {reason}" for reason in self.failures]
         return notes
 
     def text(self) -> str:
@@ -196,32 +248,81 @@ class Report:
                  for row in [header, *body]]
         return "\n".join([*lines, "", *self._notes()])
 
+    def headline(self) -> str:
+        """The Markdown summary line: what was found, in the words of the exit status."""
+        failing = [r for r in self.rows if r.status in ("regression", "possible regression")]
+        if not self.failures:
+            return f"opbench: no regression ({len(self.rows)} benchmark(s) compared)"
+        return (f"opbench: {_problems(self)}" + (" (not failing)" if not self.enforced else "")
+                + f" — {len(failing)} of {len(self.rows)} benchmark(s) slower")
+
     def markdown(self) -> str:
-        header, body = self._cells()
+        """A PR comment: the summary line, the regressions' table, the rest folded."""
+        def table(rows: list[Row]) -> list[str]:
+            header, body = self._cells(rows)
+            return [_md_line(header), "|---|--:|--:|--:|---|---|", *map(_md_line, body)]
 
-        def line(cells: list[str]) -> str:
-            return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-        lines = ["### opbench: " + ("regressions found" if self.failures else "no regression"),
-                 "", line(header), "|---|--:|--:|--:|---|---|", *map(line, body), ""]
+        failing = [r for r in self.rows if r.status in ("regression", "possible regression")]
+        rest = [r for r in self.rows if r not in failing]
+        lines = [f"### {self.headline()}", ""]
+        if failing:
+            lines += [*table(failing), ""]
+        if rest:
+            lines += [f"<details><summary>{len(rest)} other benchmark(s)</summary>", "",
+                      *table(rest), "", "</details>", ""]
+        if any(self.environments):
+            lines += ["<details><summary>Environment</summary>", "",
+                      *(f"- {name}: {describe_environment(env)}" for name, env in
+                        zip(("baseline", "new"), self.environments)), "", "</details>", ""]
         notes = [f"- {n.strip()}" if n.startswith("  ") else n for n in self._notes()]
         return "\n".join(lines + notes)
 
-    def json(self) -> str:
-        return json.dumps({
+    def to_dict(self) -> dict[str, Any]:
+        """What ``json()`` writes, as a dict."""
+        return {
             "threshold": self.threshold, "confidence": self.confidence,
             "inconclusive": self.inconclusive, "fail_on_missing": self.fail_on_missing,
-            "passed": not self.failures, "failures": self.failures,
+            "enforced": self.enforced, "exit_status": self.exit_status,
+            "passed": not self.failures, "summary": self.summary, "failures": self.failures,
             "rows": [{"key": r.key, "kind": r.kind, "baseline": r.baseline, "new": r.new,
-                      "samples": list(r.samples), "status": r.status,
+                      "samples": list(r.samples), "runs": list(r.runs), "status": r.status,
                       "verdict": r.decision.verdict, "ratio": r.decision.ratio,
                       "median_ratio": r.decision.median_ratio,
+                      "threshold": r.decision.threshold,
                       "ci": list(r.decision.ci) if r.decision.ci else None,
                       "reason": r.decision.reason} for r in self.rows],
             "only_in_baseline": list(self.only_in_baseline),
             "only_in_new": list(self.only_in_new), "mismatched": list(self.mismatched),
             "environment_notes": list(self.environment_notes),
-        }, indent=1, allow_nan=False)
+            "remeasured": list(self.remeasured), "method": self.method,
+            "environments": {"baseline": self.environments[0], "new": self.environments[1]},
+        }
+
+    def json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, allow_nan=False)
+
+
+def _md_line(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _problems(report: Report) -> str:
+    """"1 regression and 2 possible regressions" (what fails, counted)."""
+    n, m = len(report.regressions), len(report.possible_regressions)
+    parts = []
+    if n:
+        parts.append(f"{n} regression{'s' if n != 1 else ''}")
+    if m and report.inconclusive == "fail":
+        parts.append(f"{m} possible regression{'s' if m != 1 else ''}")
+    missing = len(report.failures) - n - (m if report.inconclusive == "fail" else 0)
+    if missing:
+        parts.append(f"{missing} missing benchmark{'s' if missing != 1 else ''}")
+    return " and ".join(parts)
+
+
+def _interval(r: Row) -> str:
+    ci = r.decision.ci
+    return "" if ci is None else f", interval {ci[0]:.3f} to {ci[1]:.3f}"
 
 
 def format_value(v: float, kind: str) -> str:
@@ -234,11 +335,17 @@ def format_value(v: float, kind: str) -> str:
     return f"{v / scale:.4g} {unit}"
 
 
-def _pool(results: Iterable[Any], metric: str = "time") -> dict[str, tuple[str, list[float]]]:
+def pool(results: Iterable[Any], metric: str = "time") -> dict[str, tuple[str, list[float]]]:
     """key -> (kind, per-run values), replicates pooled, in first-seen order."""
-    pooled: dict[str, tuple[str, list[float]]] = {}
+    return {key: (kind, [v for values in runs for v in values])
+            for key, (kind, runs) in _by_run(results, metric).items()}
+
+
+def _by_run(results: Iterable[Any], metric: str = "time") -> dict[str, tuple[str, list[list[float]]]]:
+    """key -> (kind, per-run values of each result of the key), in first-seen order."""
+    pooled: dict[str, tuple[str, list[list[float]]]] = {}
+    what = METRICS[metric]
     for r in results:
-        what = METRICS[metric]
         work = declared_or_counted(r, what) if what else None
         if isinstance(r, Measurement) and work:
             kind, values = metric, [t / work for t in r.times]
@@ -253,8 +360,31 @@ def _pool(results: Iterable[Any], metric: str = "time") -> dict[str, tuple[str, 
         if key in pooled and pooled[key][0] != kind:
             kind = "mixed"
         pooled.setdefault(key, (kind, []))
-        pooled[key] = (kind, pooled[key][1] + values)
+        pooled[key] = (kind, [*pooled[key][1], values])
     return pooled
+
+
+def remeasured(results: Iterable[Any]) -> list[str]:
+    """"key: 3 measurements pooled" for each result the plugin measured again."""
+    notes = []
+    for r in results:
+        again = r.info.get("remeasured")
+        if isinstance(again, dict):
+            notes.append(f"{identity.key(r)}: {again.get('measurements')} measurements "
+                         f"{again.get('how', 'pooled')}")
+    return notes
+
+
+def describe_environment(env: dict[str, Any]) -> str:
+    """``"commit 1a2b...; Python 3.11.7; torch 2.13.0; ..."`` from a results file's
+    environment (what was recorded; "not recorded" when nothing was)."""
+    seen: set[str] = set()
+    facts = []
+    for key, label in _SHOWN:
+        if env.get(key) is not None and label not in seen:
+            seen.add(label)
+            facts.append(f"{label} {env[key]}")
+    return "; ".join(facts) or "environment not recorded"
 
 
 def environment_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -278,10 +408,15 @@ def compare(
     inconclusive: str = "fail",
     fail_on_missing: bool = False,
     metric: str = "time",
+    enforced: bool = True,
 ) -> Report:
     """Matches ``new`` against ``baseline`` (results files as loaded, or lists of
     Measurements and InstructionCounts) and decides each benchmark, on time or
     (``metric="byte_rate"`` / ``"flop_rate"``) on throughput.
+
+    A benchmark's own threshold (``info["threshold"]`` of its new result, set by the
+    pytest fixture's ``threshold=``) replaces ``threshold`` for it. ``enforced=False``
+    reports problems without failing (exit status 0), in words that say so.
 
     Raises:
         NothingToCompareError: no benchmark is in both (an empty file, the wrong file).
@@ -293,7 +428,9 @@ def compare(
         raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
     decide.check_threshold(threshold)
     old_results, new_results = _all(baseline), _all(new)
-    old, cand = _pool(old_results, metric), _pool(new_results, metric)
+    old, cand = _by_run(old_results, metric), _by_run(new_results, metric)
+    own = {identity.key(r): r.info["threshold"] for r in new_results
+           if isinstance(r.info.get("threshold"), float)}
     common = [k for k in cand if k in old]
     if not common:
         raise NothingToCompareError(
@@ -302,15 +439,25 @@ def compare(
             "(a key is the name=, else the labels, else the statement)")
     rows, mismatched = [], []
     for key in common:
-        (kind_old, x), (kind_new, y) = old[key], cand[key]
+        (kind_old, x_runs), (kind_new, y_runs) = old[key], cand[key]
         if kind_old != kind_new or "mixed" in (kind_old, kind_new):
             mismatched.append(key)
             continue
-        decision = (decide.counts(x, y, threshold) if kind_old == "instructions"
-                    else decide.two_samples(x, y, threshold, confidence))
+        x = [v for values in x_runs for v in values]
+        y = [v for values in y_runs for v in values]
+        t = own.get(key, threshold)
+        decide.check_threshold(t)
+        if kind_old == "instructions":
+            decision = decide.counts(x, y, t)
+        elif len(x_runs) > 1 and len(y_runs) > 1:  # runs are the replicates (unpaired)
+            decision = decide.runs([statistics.median(v) for v in x_runs],
+                                   [statistics.median(v) for v in y_runs], t, confidence,
+                                   paired=False)
+        else:
+            decision = decide.two_samples(x, y, t, confidence)
         rows.append(Row(key, kind_old, statistics.median(x), statistics.median(y),
-                        (len(x), len(y)), decision))
-    rows.sort(key=lambda r: -r.decision.median_ratio)  # the worst first
+                        (len(x), len(y)), decision, (len(x_runs), len(y_runs))))
+    rows.sort(key=lambda r: -r.decision.ratio)  # the worst first
     return Report(
         rows=tuple(rows),
         only_in_baseline=tuple(k for k in old if k not in cand),
@@ -318,7 +465,10 @@ def compare(
         mismatched=tuple(mismatched),
         environment_notes=tuple(_environment_notes(baseline, new)),
         threshold=threshold, confidence=confidence, inconclusive=inconclusive,
-        fail_on_missing=fail_on_missing,
+        fail_on_missing=fail_on_missing, enforced=enforced,
+        remeasured=tuple(remeasured(new_results)),
+        environments=(dict(getattr(baseline, "environment", None) or {}),
+                      dict(getattr(new, "environment", None) or {})),
     )
 
 

@@ -79,7 +79,11 @@ class ABResult:
         change = (self.ratio - 1) * 100
         return (
             f"B ({name_b}) vs A ({name_a}): ratio {self.ratio:.4f} ({change:+.2f}%), "
-            f"CI {self.ci_low:.4f} to {self.ci_high:.4f} ({self.confidence:.0%} over all looks); "
+            + (f"CI {self.ci_low:.4f} to {self.ci_high:.4f} ({self.confidence:.0%} over all "
+               "looks); " if math.isfinite(self.ci_high) else
+               f"no interval: {self.n_pairs} pairs are too few at the level of the last look "
+               "(measure longer: max_run_time); ")
+            +
             f"verdict: {self.verdict} (threshold {self.threshold:.1%}; {self.n_pairs} pairs "
             f"of {self.number_per_run} runs)"
             + (f"; within the code-placement spread ({self.layout_spread:.1%}): possibly an "
@@ -89,14 +93,14 @@ class ABResult:
 
 def _name(m: Measurement) -> str:
     spec = m.task_spec
-    return spec.description or spec.sub_label or spec.title
+    return spec.name or spec.description or spec.sub_label or spec.title
 
 
 def compare_ab(
     timer_a: Any,
     timer_b: Any,
     *,
-    threshold: float = 0.02,
+    threshold: float = 0.05,
     confidence: float = DEFAULT_CONFIDENCE,
     min_pairs: int = 10,
     min_run_time: float = 0.2,
@@ -105,7 +109,7 @@ def compare_ab(
     """Times ``timer_a`` and ``timer_b`` (opbench Timers) in interleaved pairs; see the module doc.
 
     Args:
-        threshold: relative difference that matters (0.02: 2%).
+        threshold: relative difference that matters (default 0.05: 5%, as the gate's).
         confidence: of the ratio's interval.
         min_pairs: pairs to measure at least (also at least what ``confidence`` needs).
         min_run_time / max_run_time: measured seconds, A and B together, at least / at most.
@@ -146,7 +150,10 @@ def compare_ab(
 
     warnings = []
     if decision is None or decision.ci is None:
-        warnings.append(environment.warn_too_few_samples(len(log_ratios), confidence))
+        # The level the last look needed, not the overall one: a warning that says "needs
+        # 6" under a verdict drawn from 7 pairs would contradict it.
+        level = decide.look_confidence(max(look, 1), confidence)
+        warnings.append(environment.warn_too_few_samples(len(log_ratios), level))
     ci = decision.ci if decision is not None and decision.ci is not None else (0.0, math.inf)
     measurements = []
     for side, role in ((0, "A"), (1, "B")):

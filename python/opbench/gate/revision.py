@@ -67,6 +67,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -287,7 +288,10 @@ def _ensure(path: Path) -> Path:
 def _is_pytest(command: Sequence[str]) -> bool:
     if not command:
         return False
-    return Path(command[0]).name in ("pytest", "py.test") or list(command[1:3]) == ["-m", "pytest"]
+    names = ("pytest", "py.test")
+    return (Path(command[0]).name in names or list(command[1:3]) == ["-m", "pytest"]
+            or (len(command) > 1 and (command[1] == "-mpytest"
+                                      or Path(command[1]).name in names)))
 
 
 # -- checkouts -------------------------------------------------------------------
@@ -341,7 +345,7 @@ class Checkout:
 
     def run(self, command: Sequence[str], *, results_file: str | os.PathLike[str] | None = None,
             env: Mapping[str, str] | None = None, timeout: float | None = None,
-            echo: bool = False) -> Run:
+            echo: bool = False, pass_fds: Sequence[int] = ()) -> Run:
         """Runs ``command`` in the checkout and returns the Run (see the module doc).
 
         Args:
@@ -351,6 +355,7 @@ class Checkout:
             env: more environment variables for the command.
             timeout: seconds after which the command is stopped (a failed Run).
             echo: also copy the command's output to this process's stdout as it comes.
+            pass_fds: file descriptors the command inherits (``subprocess.Popen``'s).
 
         Raises:
             KeyboardInterrupt: Ctrl-C (the command's process group was stopped first).
@@ -359,6 +364,10 @@ class Checkout:
         command = [str(c) for c in command]
         if not command:
             raise ValueError("command is empty: give the program to run and its arguments")
+        # A program given by a relative path (.venv/bin/python) is the caller's, not the
+        # checkout's: the worktree has no virtual environment.
+        if os.sep in command[0] and not os.path.isabs(command[0]) and os.path.exists(command[0]):
+            command[0] = os.path.abspath(command[0])
         if self.path is None or not self.path.is_dir():
             raise RevisionError(f"{self!r} is closed")
         if results_file is None:
@@ -374,7 +383,7 @@ class Checkout:
             cwd = self.path
         start = time.monotonic()
         returncode, output = _run_group(command, cwd, self.environment(results_file, env),
-                                        timeout, echo)
+                                        timeout, echo, tuple(pass_fds))
         return Run(self.revision, self.commit, tuple(command), returncode,
                    results_file if results_file.is_file() else None, output,
                    time.monotonic() - start)
@@ -389,14 +398,33 @@ class Checkout:
         _git(self._repo, "worktree", "prune", check=False)
 
 
+# Commands running now (in any thread), so Ctrl-C in the main thread can stop them all.
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def _stop_running() -> None:
+    """Stops every command this process is running (Ctrl-C while runs go on in threads)."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        _stop(proc)
+
+
 def _run_group(command: list[str], cwd: Path, env: dict[str, str], timeout: float | None,
-               echo: bool) -> tuple[int, str]:
+               echo: bool, pass_fds: tuple[int, ...] = ()) -> tuple[int, str]:
     """Runs ``command`` in a process group of its own; returns (exit status, output tail).
     Ctrl-C or the timeout stops the whole group."""
     with tempfile.TemporaryFile(mode="w+b") as log:
-        proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE if echo else log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE if echo else log,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    pass_fds=pass_fds)
+        except OSError as e:  # no such program, not executable: a failed run, as a shell says
+            return 127, f"cannot run {command[0]!r}: {e.strerror or e}\n"
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
         try:
             if echo:
                 assert proc.stdout is not None
@@ -413,6 +441,8 @@ def _run_group(command: list[str], cwd: Path, env: dict[str, str], timeout: floa
             _stop(proc)
             raise
         finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc)
             if proc.stdout is not None:
                 proc.stdout.close()
         log.seek(0, os.SEEK_END)
@@ -513,7 +543,7 @@ def run_at(rev: str, command: Sequence[str], *, repo: str | os.PathLike[str] = "
 
         run = run_at("HEAD~1", ["pytest", "benchmarks/", "-q"])
         if run.ok:
-            results = opbench.results.load(run.results)
+            results = opbench.store.results.load(run.results)
     """
     if rev is None or rev == "working tree":
         ctx = working_tree(repo)

@@ -8,9 +8,12 @@ statistics of its own.
 threshold ``t``, symmetric in log space: "slower" when the whole interval lies
 above ``1 + t``, "faster" when it lies below ``1 / (1 + t)``, "same" when it
 lies within both, "inconclusive" when it straddles a bound or no interval
-could be formed. An inconclusive decision whose ratio of medians is beyond
-the threshold is a *possible* regression (or improvement): the policy of what
-to do with those is the gate's (``opbench.gate``), but it is never silent.
+could be formed. An inconclusive decision whose interval shows a slowdown
+(lies above 1) that may reach the threshold, or that has no interval and a
+ratio beyond it, is a *possible* regression (or improvement): the policy of
+what to do with those is the gate's (``opbench.gate``), but it is never
+silent. An interval that holds 1 shows no change either way, whatever the
+ratio: failing on that is failing on noise.
 
 **Two independent samples** (two results files, two runs): the
 Hodges-Lehmann estimate of the ratio, exp of the median of all pairwise
@@ -34,6 +37,19 @@ taken (a union bound: valid for any stopping rule over the schedule).
 **Instruction counts** are deterministic: the ratio is exact and the interval
 is the point itself.
 
+**Runs** (``opbench ab``, and results files holding several runs a side): the
+unit of replication is the run, because blocks of one process share its code
+placement, heap layout and clock, and an interval from them covers within-run
+noise only. ``runs`` takes one median per run and side, paired by round (the
+two runs of a round ran at the same time), and forms Student's t interval of
+the mean log ratio, ``log(new_r / old_r)``, with ``n - 1`` degrees of freedom:
+the between-run variance is in it, and few runs give the wide interval they
+should. Unpaired runs (different counts) get Welch's interval. Across a suite,
+``holm`` gives each benchmark its level (Holm's step-down on the p-values of
+"no change"), so the chance of any false verdict in the suite stays under
+``alpha``; ``run_look_confidence`` spends ``alpha`` over the rounds looked at
+(the last look keeps half, so stopping early costs the full run little).
+
 Example:
     >>> d = two_samples([1.00, 1.01, 0.99, 1.02, 1.00, 0.98], [2.0, 2.02, 1.98, 2.01, 2.0, 1.99], 0.05)
     >>> d.verdict, round(d.ratio, 2)
@@ -50,8 +66,9 @@ from collections.abc import Sequence
 
 from opbench import stats
 
-__all__ = ["VERDICTS", "Decision", "check_threshold", "counts", "look_confidence", "looks",
-           "paired", "two_samples", "verdict"]
+__all__ = ["VERDICTS", "Decision", "check_threshold", "counts", "holm", "look_confidence",
+           "looks", "paired", "run_look_confidence", "runs", "runs_p_value", "two_samples",
+           "verdict"]
 
 VERDICTS = ("faster", "slower", "same", "inconclusive")
 
@@ -94,7 +111,8 @@ class Decision:
     Attributes:
         verdict: one of ``VERDICTS``.
         ratio: the estimate of new / old (Hodges-Lehmann; median of paired
-            ratios; ratio of medians for counts).
+            ratios; ratio of medians for counts; geometric mean of run ratios): the
+            one ratio every report prints.
         ci: the interval of the ratio (for counts, the range the repeats allow), or
             None when too few samples formed none.
         median_ratio: median(new) / median(old): always there, whatever the samples.
@@ -112,12 +130,23 @@ class Decision:
 
     @property
     def possible_regression(self) -> bool:
-        """Inconclusive, yet the medians moved beyond the threshold the slow way."""
-        return self.verdict == "inconclusive" and self.median_ratio > 1 + self.threshold
+        """Inconclusive, yet shown slower (the interval lies above 1) by an amount that may
+        reach the threshold; or, with no interval at all, slower beyond the threshold by
+        the ratio. An interval that holds 1 shows no slowdown: noise that moves the ratio
+        past the threshold must not fail a gate (that is how false alarms are made)."""
+        if self.verdict != "inconclusive":
+            return False
+        if self.ci is None:
+            return self.ratio > 1 + self.threshold
+        return self.ci[0] > 1 and self.ci[1] > 1 + self.threshold
 
     @property
     def possible_improvement(self) -> bool:
-        return self.verdict == "inconclusive" and self.median_ratio < 1 / (1 + self.threshold)
+        if self.verdict != "inconclusive":
+            return False
+        if self.ci is None:
+            return self.ratio < 1 / (1 + self.threshold)
+        return self.ci[1] < 1 and self.ci[0] < 1 / (1 + self.threshold)
 
 
 def _thin(values: list[float]) -> list[float]:
@@ -239,3 +268,163 @@ def paired(sorted_log_ratios: Sequence[float], threshold: float, confidence: flo
     result = verdict(*interval, threshold)
     reason = "the interval straddles the threshold" if result == "inconclusive" else ""
     return Decision(result, median, interval, median, threshold, confidence, reason)
+
+
+# -- runs: one median per run and side ------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1, a - 1
+    c, d = 1.0, 1 - qab * x / qap
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
+                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1 + aa * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return h
+
+
+def _t_sf2(t: float, df: float) -> float:
+    """Two-sided tail probability P(|T| > |t|) of Student's t with ``df`` degrees."""
+    if math.isinf(t):
+        return 0.0
+    x = df / (df + t * t)
+    a, b = df / 2, 0.5
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x)) if 0 < x < 1 else 0.0
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    if x < (a + 1) / (a + b + 2):
+        return min(1.0, front * _betacf(a, b, x) / a)
+    return min(1.0, 1 - front * _betacf(b, a, 1 - x) / b)
+
+
+def _t_quantile(level: float, df: float) -> float:
+    """``q`` with P(|T| <= q) = ``level`` (bisection on the tail; exact to 1e-12)."""
+    lo, hi = 0.0, 1.0
+    while _t_sf2(hi, df) > 1 - level:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _t_sf2(mid, df) > 1 - level:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _run_logs(old: Sequence[float], new: Sequence[float],
+              paired: bool) -> tuple[float, float, float]:
+    """(mean log ratio, its standard error, degrees of freedom) of run medians: paired
+    (round r's runs ran together) or Welch's."""
+    x = [math.log(v) for v in _check_sample("old", old)]
+    y = [math.log(v) for v in _check_sample("new", new)]
+    if paired:
+        if len(x) != len(y):
+            raise ValueError(f"paired runs need as many on each side, got {len(x)} and "
+                             f"{len(y)}")
+        d = [b - a for a, b in zip(x, y)]
+        n = len(d)
+        mean = statistics.fmean(d)
+        se = statistics.stdev(d) / math.sqrt(n) if n > 1 else math.inf
+        return mean, se, n - 1
+    mean = statistics.fmean(y) - statistics.fmean(x)
+    if len(x) < 2 or len(y) < 2:
+        return mean, math.inf, 0
+    vx, vy = statistics.variance(x) / len(x), statistics.variance(y) / len(y)
+    se = math.sqrt(vx + vy)
+    df = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1)) if se > 0 else 1
+    return mean, se, df
+
+
+def runs_p_value(old: Sequence[float], new: Sequence[float], *, paired: bool = True) -> float:
+    """The two-sided p-value of "no change" from run medians (the t test ``runs`` inverts):
+    what ``holm`` orders a suite's benchmarks by."""
+    mean, se, df = _run_logs(old, new, paired)
+    if not math.isfinite(se) or df < 1:
+        return 1.0
+    if se == 0:
+        return 0.0 if mean != 0 else 1.0
+    return _t_sf2(mean / se, df)
+
+
+def runs(old: Sequence[float], new: Sequence[float], threshold: float,
+         confidence: float = stats.DEFAULT_CONFIDENCE, *, paired: bool = True) -> Decision:
+    """The verdict on run medians, one per run and side (see the module doc): ``paired``
+    when run ``i`` of each side ran together (a round of ``opbench ab``), else Welch's.
+
+    Example:
+        >>> d = runs([1.00, 1.02, 0.97], [1.31, 1.32, 1.28], 0.05)
+        >>> d.verdict, round(d.ratio, 2)
+        ('slower', 1.31)
+        >>> runs([1.0], [1.3], 0.05).reason
+        '1 and 1 runs: too few for an interval with the between-run variance (at least 2 a side)'
+
+    Raises:
+        ValueError: an empty sample, a non-positive value, a bad threshold or confidence.
+    """
+    check_threshold(threshold)
+    stats.check_confidence(confidence)
+    mean, se, df = _run_logs(old, new, paired)
+    ratio = math.exp(mean)
+    median_ratio = statistics.median(new) / statistics.median(old)
+    if not math.isfinite(se) or df < 1:
+        return Decision("inconclusive", ratio, None, median_ratio, threshold, confidence,
+                        reason=f"{len(old)} and {len(new)} runs: too few for an interval with "
+                               "the between-run variance (at least 2 a side)")
+    half = _t_quantile(confidence, df) * se
+    # Few runs at a very high level can give a half-width past what exp() can hold: the
+    # clamp keeps a finite, uselessly wide interval (inconclusive), as it should be.
+    ci = (math.exp(max(mean - half, -700.0)), math.exp(min(mean + half, 700.0)))
+    result = verdict(*ci, threshold)
+    reason = "the interval straddles the threshold" if result == "inconclusive" else ""
+    return Decision(result, ratio, ci, median_ratio, threshold, confidence, reason)
+
+
+def holm(p_values: Sequence[float], alpha: float) -> list[float]:
+    """Each test's level under Holm's step-down procedure: sorted by p-value, the j-th
+    (from 0) of ``m`` gets ``alpha / (m - j)`` while every earlier one was rejected; from
+    the first that is not, the rest keep that level. The chance of any false rejection
+    among the ``m`` stays at most ``alpha``, with more power than Bonferroni.
+
+    Example:
+        >>> holm([0.001, 0.04, 0.013], 0.05)
+        [0.016666666666666666, 0.05, 0.025]
+    """
+    m = len(p_values)
+    levels = [0.0] * m
+    stopped: float | None = None
+    for j, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        level = alpha / (m - j) if stopped is None else stopped
+        if stopped is None and p_values[i] > level:
+            stopped = level
+        levels[i] = level
+    return levels
+
+
+def run_look_confidence(look: int, looks: int, confidence: float) -> float:
+    """The confidence at look ``look`` of ``looks`` (1-based) over rounds of runs: earlier
+    looks spend ``alpha / 2**(looks - look + 1)``, the last keeps the rest (at least
+    half), so the spends sum to ``alpha = 1 - confidence``.
+
+    Example:
+        >>> [round(1 - run_look_confidence(k, 3, 0.95), 5) for k in (1, 2, 3)]
+        [0.00625, 0.0125, 0.03125]
+    """
+    if not 1 <= look <= looks:
+        raise ValueError(f"look must be from 1 to {looks}, got {look}")
+    alpha = 1 - confidence
+    if look < looks:
+        return 1 - alpha / 2 ** (looks - look + 1)
+    return 1 - (alpha - sum(alpha / 2 ** (looks - k + 1) for k in range(1, looks)))

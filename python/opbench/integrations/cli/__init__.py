@@ -25,6 +25,7 @@ COMMANDS = {
     "timeit": "opbench.integrations.cli.timeit",
     "compare": "opbench.integrations.cli.compare",
     "show": "opbench.integrations.cli.show",
+    "ab": "opbench.integrations.cli.ab",
     "compile-overheads": "opbench.integrations.cli.compile_overheads",
     "history": "opbench.integrations.cli.history",
     "report": "opbench.integrations.cli.report",

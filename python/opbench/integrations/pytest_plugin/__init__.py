@@ -40,6 +40,15 @@ Options (the gate):
                                 instruction mode: R counted loops of N calls per benchmark
                                 (100 and 3; per benchmark: the fixture's
                                 instruction_number= and instruction_repeats=).
+    --opbench-base REV          A/B: run this same command on git revision REV and on the
+                                working tree in interleaved rounds (``opbench ab``; the
+                                processes take turns to time) and fail on a regression,
+                                decided on runs; --opbench-rounds N (default 5) at most.
+    --opbench-report PATH       write the gate's report (--opbench-compare or --opbench-base)
+                                to PATH, in --opbench-format markdown (default), json or text.
+
+A benchmark's own threshold: ``opbench(fn, threshold="10%")`` or
+``@pytest.mark.opbench(threshold=0.1)``; it is saved with the result and the gates use it.
 Options (running):
     --opbench-disable           run each benchmark once, untimed-in-earnest: the fixture
                                 returns a Measurement of that one call; nothing is saved.
@@ -55,14 +64,16 @@ in parallel), and every worker sends its results to the controller, which
 alone prints, compares and saves them.
 
 One module per concern: ``options`` (and test selection), ``session`` (the
-options checked, the results), ``callgrind_rerun`` (instruction mode),
+options checked, the results), ``ab`` (``--opbench-base``: the A/B of two
+revisions), ``callgrind_rerun`` (instruction mode),
 ``xdist`` (the lock, workers' results), ``fixture``, ``policy`` (confirming a
-regression), ``saving`` (gate and save at the end), ``report`` (what it prints).
+regression by pooled re-measurements; thresholds), ``saving`` (gate, save and the
+report file at the end), ``report`` (what it prints).
 pytest registers this module: its hooks and fixture are imported here.
 """
 from __future__ import annotations
 
-from opbench.integrations.pytest_plugin.callgrind_rerun import pytest_cmdline_main
+from opbench.integrations.pytest_plugin.ab import pytest_cmdline_main
 from opbench.integrations.pytest_plugin.fixture import BenchmarkFixture, opbench
 from opbench.integrations.pytest_plugin.options import pytest_addoption, pytest_collection_modifyitems
 from opbench.integrations.pytest_plugin.report import pytest_report_header, pytest_terminal_summary

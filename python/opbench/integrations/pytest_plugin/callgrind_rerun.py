@@ -18,10 +18,10 @@ _UNDER_CALLGRIND = "OPBENCH_PYTEST_UNDER_CALLGRIND"
 _QUIET_POOLS = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    """In instruction mode, runs this same pytest command under callgrind and exits with
-    its status (unless this already is that run)."""
+def rerun_under_callgrind(config: pytest.Config) -> int | None:
+    """In instruction mode, runs this same pytest command under callgrind and returns its
+    status (unless this already is that run); None otherwise. Called by the plugin's
+    ``pytest_cmdline_main`` (``ab``)."""
     if config.getoption("opbench_mode") != "instructions" or os.environ.get(_UNDER_CALLGRIND):
         return None
     if config.getoption("opbench_disable"):

@@ -20,6 +20,7 @@ class BenchmarkFixture:
         self._node_id = node.nodeid
         marker = node.get_closest_marker("opbench")
         self._group = marker.kwargs.get("group") if marker is not None else None
+        self._threshold = marker.kwargs.get("threshold") if marker is not None else None
         self._state = state
         self._calls = 0
 
@@ -46,6 +47,7 @@ class BenchmarkFixture:
         method_kwargs: dict[str, Any] | None = None,
         instruction_number: int | None = None,
         instruction_repeats: int | None = None,
+        threshold: float | str | None = None,
         **timer_kwargs: Any,
     ) -> Any:
         """Times ``stmt`` with ``opbench.Timer`` and records the result for the session.
@@ -65,6 +67,10 @@ class BenchmarkFixture:
             instruction_number, instruction_repeats: in instruction mode, calls per
                 counted loop and loops counted (default: the session's
                 ``--opbench-instruction-number`` / ``--opbench-instruction-repeats``).
+            threshold: the slowdown that fails this benchmark's gate (``"10%"`` or 0.1),
+                instead of ``--opbench-fail-above`` (default: the marker's
+                ``@pytest.mark.opbench(threshold=...)``); recorded in ``info["threshold"]``,
+                which ``opbench compare`` and ``opbench ab`` use too.
             timer_kwargs: more ``opbench.Timer`` arguments (``num_threads``, ``env``,
                 ``flops=`` / ``bytes=`` for throughput: a number, a callable of the
                 inputs, or ``"count"``; ...).
@@ -85,6 +91,7 @@ class BenchmarkFixture:
         from opbench.timer import Timer
 
         state = self._state
+        own = policy.threshold_of(self._threshold if threshold is None else threshold)
         timer = Timer(stmt, setup, globals=globals, name=self._key(name),
                       label=self._node_id if label is None else label,
                       sub_label=sub_label, description=description, **timer_kwargs)
@@ -100,18 +107,31 @@ class BenchmarkFixture:
                     state.instruction_repeats if instruction_repeats is None
                     else instruction_repeats)
             else:
+                # In an `opbench ab` round, the base and head processes take turns to time.
+                turns = state.turns
+                timed = timer if turns is None else _taking_turns(timer, turns)
+
                 def measure() -> Any:
-                    return self._time(timer, method, min_run_time, max_run_time, min_samples,
+                    if turns is not None:
+                        turns.acquire()
+                    return self._time(timed, method, min_run_time, max_run_time, min_samples,
                                       method_kwargs or {})
 
-                result = self._confirmed(measure(), measure)
+                try:
+                    result = self._confirmed(measure(), measure,
+                                             state.threshold if own is None else own)
+                finally:
+                    if turns is not None:
+                        turns.release()
         if self._group is not None:
             result.info["group"] = self._group
+        if own is not None:
+            result.info["threshold"] = own
         state.results.append(result)
         return result
 
-    def _confirmed(self, result: Any, measure: Callable[[], Any]) -> Any:
-        return policy.confirmed(self._state, result, measure)
+    def _confirmed(self, result: Any, measure: Callable[[], Any], threshold: float) -> Any:
+        return policy.confirmed(self._state, result, measure, threshold)
 
     def _time(self, timer: Any, method: str, min_run_time: float | None,
               max_run_time: float | None, min_samples: int | None,
@@ -139,6 +159,12 @@ class BenchmarkFixture:
             return in_process.count(timer.engine.as_callable(), number=number,
                                     repeats=repeats, task_spec=timer.task_spec,
                                     out_prefix=os.environ[in_process.OUT_PREFIX_ENV])
+
+
+def _taking_turns(timer: Any, turns: Any) -> Any:
+    from opbench.gate.turns import TakingTurns
+
+    return TakingTurns(timer, turns)
 
 
 @pytest.fixture

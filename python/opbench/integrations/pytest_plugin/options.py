@@ -18,7 +18,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add = group.addoption
     add("--opbench-save", metavar="PATH", default=None,
         help="write the session's results to PATH (opbench JSON), keeping the benchmarks "
-             "of a file already there that this run did not measure.")
+             "of a file already there that this run did not measure (default: "
+             "$OPBENCH_RESULTS_FILE when set, as in the runs of opbench ab).")
     add("--opbench-autosave", action="store_true", default=False,
         help="save the results as this machine's next numbered run under .opbench/.")
     add("--opbench-compare", metavar="PATH", nargs="?", const=_LATEST, default=None,
@@ -35,6 +36,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--opbench-gate-on", choices=("time", "byte_rate", "flop_rate"), default="time",
         help="what the gate compares: time (default), or throughput of the declared or "
              "counted work (flops=/bytes=).")
+    add("--opbench-base", metavar="REV", default=None,
+        help="A/B this suite against git revision REV: runs this same pytest command on REV "
+             "and on the working tree in interleaved rounds (python -m opbench ab) and fails "
+             "on a regression; --opbench-fail-above sets the threshold (default 5%%).")
+    add("--opbench-rounds", type=int, default=5, metavar="N",
+        help="with --opbench-base: rounds at most (default 5; fewer once all is decided).")
+    add("--opbench-report", metavar="PATH", default=None,
+        help="write the gate's report (--opbench-compare or --opbench-base) to PATH.")
+    add("--opbench-format", choices=("text", "markdown", "json"), default="markdown",
+        help="format of --opbench-report: markdown (default: a PR comment), json or text.")
     add("--opbench-mode", choices=("time", "instructions"), default="time",
         help="time (default), or count instructions under callgrind (needs valgrind).")
     add("--opbench-instruction-number", type=int, default=_INSTRUCTION_NUMBER, metavar="N",

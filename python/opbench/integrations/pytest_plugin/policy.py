@@ -1,5 +1,6 @@
 """When a benchmark's result stands: a measurement the gate would call a regression is
-measured again, and the fastest stands (``confirmed``)."""
+measured again, and all measurements are pooled (``confirmed``); a benchmark's own
+threshold (``threshold_of``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -12,14 +13,18 @@ if TYPE_CHECKING:
 _CONFIRMATIONS = 2
 
 
-def confirmed(state: _Session, result: Any, measure: Callable[[], Any]) -> Any:
-    """``result``, or a faster re-measurement when the gate would call it a regression.
+def confirmed(state: _Session, result: Any, measure: Callable[[], Any],
+              threshold: float) -> Any:
+    """``result``, or all its measurements pooled when the gate would call it a
+    regression and it was measured again.
 
     A burst of load from another process during one measurement reads as a
     slowdown; a real regression is there in every measurement. So a benchmark
-    the gate would fail is measured again (up to _CONFIRMATIONS times, while it
-    still looks like a regression) and the fastest measurement stands;
-    ``info["confirmations"]`` says how many were taken.
+    the gate would fail is measured again (up to _CONFIRMATIONS times, while the
+    pooled measurements still look like a regression) and every measurement is
+    pooled into the result, each with equal weight (``pooled``): keeping the
+    fastest would bias the gate toward passing. ``info["remeasured"]`` says how
+    many were pooled, and the report lists them.
     """
     if state.baseline is None:
         return result
@@ -28,15 +33,47 @@ def confirmed(state: _Session, result: Any, measure: Callable[[], Any]) -> Any:
 
     key = identity.key(result)
     baseline = [r for r in state.baseline.all() if identity.key(r) == key]
-    confirmations = 0
-    while baseline and confirmations < _CONFIRMATIONS:
-        row = gate.compare(baseline, [result], threshold=state.threshold,
+    taken = [result]
+    while baseline and len(taken) <= _CONFIRMATIONS:
+        row = gate.compare(baseline, [pooled(taken)], threshold=threshold,
                            metric=state.gate_on).rows
         if not row or row[0].status not in ("regression", "possible regression"):
             break
-        confirmations += 1
-        again = measure()
-        result = again if again.median < result.median else result
-    if confirmations:
-        result.info["confirmations"] = confirmations
+        taken.append(measure())
+    if len(taken) == 1:
+        return result
+    result = pooled(taken)
+    result.info["remeasured"] = {"measurements": len(taken), "how": "pooled",
+                                 "why": "looked slower than the baseline"}
     return result
+
+
+def pooled(measurements: list[Any]) -> Any:
+    """One Measurement of ``measurements`` (same statement) pooled with equal weight: each
+    gives as many per-run times as the smallest has blocks (evenly spaced order
+    statistics), so a measurement of many small blocks cannot outvote the others."""
+    if len(measurements) == 1:
+        return measurements[0]
+    from opbench.core.measurement import Measurement
+
+    n = min(len(m.times) for m in measurements)
+    times = []
+    for m in measurements:
+        ordered = sorted(m.times)
+        step = (len(ordered) - 1) / max(n - 1, 1)
+        times += [ordered[round(i * step)] for i in range(n)]
+    first = measurements[0]
+    return Measurement(1, times, first.task_spec, metadata=first.metadata,
+                       overhead=first.overhead, clock=first.clock, info=dict(first.info))
+
+
+def threshold_of(value: Any) -> float | None:
+    """A per-benchmark threshold ('10%' or 0.1) as a fraction; None when not given."""
+    if value is None:
+        return None
+    from opbench.integrations.cli import UsageError, parse_fraction
+
+    try:
+        return parse_fraction(str(value), "threshold")
+    except UsageError as e:
+        raise ValueError(str(e)) from None

@@ -79,5 +79,3 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         else:
             assert state.report is not None
             write(state.report.text())
-            if state.report.failures and not fails:
-                write("opbench: not failing the session (no --opbench-fail-above)")

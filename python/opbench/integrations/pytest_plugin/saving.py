@@ -30,6 +30,7 @@ def _gate(state: _Session) -> None:
 
     try:
         state.report = gate.compare(state.baseline, state.results, threshold=state.threshold,
+                                    enforced=state.fail_above is not None,
                                     inconclusive=state.inconclusive,
                                     fail_on_missing=state.fail_on_missing,
                                     metric=state.gate_on)
@@ -71,6 +72,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.baseline is not None:
         _gate(state)  # compare first: the save below may overwrite the baseline's file
     state.saved = _save(state, config)
+    if state.report is not None and state.report_path:
+        from opbench._files import atomic_write_text
+
+        atomic_write_text(state.report_path, state.report.render(state.report_format))
+        state.saved.append(f"wrote the gate's report ({state.report_format}) to "
+                           f"{state.report_path}")
     failed = state.gate_error is not None or (state.report is not None
                                               and state.report.exit_status != 0)
     if failed and state.fail_above is not None and session.exitstatus == 0:

@@ -13,6 +13,8 @@ from opbench.integrations.pytest_plugin.xdist import _LOCK_KEY, _file_lock
 
 # Where a run made by opbench.gate.revision saves its results (= revision.RESULTS_ENV).
 _RESULTS_ENV = "OPBENCH_RESULTS_FILE"
+# Set by `opbench ab` for two processes that take turns to time (= opbench.gate.turns.ENV_VAR).
+_TURNS_ENV = "OPBENCH_AB_TURNS"
 
 if TYPE_CHECKING:
     from opbench.gate import Report
@@ -39,6 +41,8 @@ class _Session:
         self.instruction_number: int = opt("opbench_instruction_number")
         self.instruction_repeats: int = opt("opbench_instruction_repeats")
         self.sort: str = opt("opbench_sort")
+        self.report_path: str | None = opt("opbench_report")
+        self.report_format: str = opt("opbench_format")
         self.is_worker = hasattr(config, "workerinput")
         self.lock_path: str | None = (config.workerinput.get(_LOCK_KEY)  # type: ignore[attr-defined]
                                       if self.is_worker else None)
@@ -49,6 +53,11 @@ class _Session:
         self.report: Report | None = None
         self.gate_error: str | None = None
         self.saved: list[str] = []  # what was written where, for the summary
+        self.turns: Any = None  # opbench.gate.turns.TurnClient in an `opbench ab` round
+        if os.environ.get(_TURNS_ENV) and not self.is_worker:
+            from opbench.gate.turns import client_from_environment
+
+            self.turns = client_from_environment()
         if not self.is_worker:
             self._check(config)
 
@@ -67,8 +76,9 @@ class _Session:
             raise pytest.UsageError("--opbench-instruction-number and --opbench-instruction-"
                                     "repeats must be positive integers")
         if self.fail_above is not None:
-            if self.baseline_path is None:
-                raise pytest.UsageError("--opbench-fail-above needs --opbench-compare [BASELINE]")
+            if self.baseline_path is None and config.getoption("opbench_base") is None:
+                raise pytest.UsageError("--opbench-fail-above needs --opbench-compare [BASELINE] "
+                                        "or --opbench-base REV")
             try:
                 self.threshold = parse_fraction(self.fail_above, "--opbench-fail-above")
             except UsageError as e:
@@ -131,5 +141,6 @@ _STATE = pytest.StashKey[_Session]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "opbench(group=None): the summary table the test's benchmarks appear in")
+        "markers", "opbench(group=None, threshold=None): the summary table the test's "
+                   "benchmarks appear in; the slowdown that fails their gate ('10%' or 0.1)")
     config.stash[_STATE] = _Session(config)

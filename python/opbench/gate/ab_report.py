@@ -1,0 +1,186 @@
+"""The report of an ``opbench ab`` session: the gate's verdicts on runs, with both commits,
+both environments, the runs that failed, and, in instruction mode, where the instructions
+went.
+
+Rendered as text (a terminal), Markdown (a pull-request comment: a summary line,
+the regressions' table first, the rest folded) or JSON (everything, for tools).
+The verdict table, its words and its exit status are ``opbench.gate.Report``'s,
+so ``ab``, ``compare`` and the pytest plugin tell one story.
+
+Example:
+    >>> from opbench import Measurement, TaskSpec
+    >>> from opbench.gate import compare
+    >>> m = lambda t: [Measurement(1, [t] * 5, TaskSpec("f()", "pass", name="f"))]
+    >>> report = ABReport(compare(m(1e-6), m(1e-6)), Side("base", "HEAD~1", "a" * 40, {}),
+    ...                   Side("head", "working tree", "b" * 40, {}), ("pytest",), "time",
+    ...                   rounds=1, max_rounds=1)
+    >>> report.text().splitlines()[0]
+    'opbench ab: base HEAD~1 (aaaaaaaaaaaa) vs head working tree (bbbbbbbbbbbb), time mode'
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from opbench.callgrind.function_diff import FunctionChange
+from opbench.gate import Report, describe_environment, environment_differences
+
+__all__ = ["ABReport", "FailedRun", "Side"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One side of the A/B: ``name`` "base" or "head", the revision as given, its commit,
+    the environment its runs recorded, and how many of its runs were counted."""
+
+    name: str
+    revision: str
+    commit: str
+    environment: dict[str, Any]
+    runs: int = 0
+
+    def title(self) -> str:
+        return f"{self.name} {self.revision} ({self.commit[:12]})"
+
+
+@dataclasses.dataclass(frozen=True)
+class FailedRun:
+    """A run that failed and was not counted (nor was its round's other run)."""
+
+    side: str
+    round: int
+    problem: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ABReport:
+    """Everything an ``opbench ab`` session found; ``exit_status`` is the gate's (1 when
+    no round completed: nothing was compared)."""
+
+    gate: Report | None
+    base: Side
+    head: Side
+    command: tuple[str, ...]
+    mode: str
+    rounds: int
+    max_rounds: int
+    stopped_early: bool = False
+    interrupted: bool = False
+    interleave: str = "runs"
+    failed: tuple[FailedRun, ...] = ()
+    functions: tuple[tuple[str, tuple[FunctionChange, ...]], ...] = ()
+    seconds: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def exit_status(self) -> int:
+        return 1 if self.gate is None else self.gate.exit_status
+
+    def render(self, fmt: str = "text") -> str:
+        """``"text"``, ``"markdown"`` or ``"json"``."""
+        if fmt not in ("text", "markdown", "json"):
+            raise ValueError(f"format must be text, markdown or json, got {fmt!r}")
+        return {"text": self.text, "markdown": self.markdown, "json": self.json}[fmt]()
+
+    # -- pieces shared by the formats ---------------------------------------------
+
+    def _header(self) -> str:
+        return (f"opbench ab: {self.base.title()} vs {self.head.title()}, {self.mode} mode")
+
+    def _how(self) -> str:
+        how = {"turns": "base and head processes at once, taking turns to time",
+               "runs": "base and head runs one after the other, ABBA order",
+               "concurrent": "base and head runs at once (instruction counts do not depend "
+                             "on load)"}.get(self.interleave, self.interleave)
+        done = f"{self.rounds} of up to {self.max_rounds} round(s)"
+        if self.stopped_early:
+            done += ", stopped early: every benchmark decided"
+        if self.interrupted:
+            done += ", INTERRUPTED (Ctrl-C): the rounds that finished are reported"
+        return f"{done}; {how}; {self.seconds:.1f} s"
+
+    def _environment_lines(self) -> list[str]:
+        lines = []
+        for side in (self.base, self.head):
+            lines.append(f"{side.name}: commit {side.commit}; "
+                         + describe_environment(side.environment))
+        differences = environment_differences(self.base.environment, self.head.environment)
+        if differences:
+            lines.append("warning: the sides ran in different environments: "
+                         + "; ".join(differences))
+        return lines
+
+    def _failed_lines(self) -> list[str]:
+        return [f"round {f.round}, {f.side}: {f.problem}" for f in self.failed]
+
+    def _function_rows(self, changes: tuple[FunctionChange, ...]) -> list[list[str]]:
+        return [[c.group, c.short_name, f"{c.exclusive[0]:,.1f}", f"{c.exclusive[1]:,.1f}",
+                 f"{c.exclusive_change:+,.1f}", f"{c.inclusive[0]:,.1f}",
+                 f"{c.inclusive[1]:,.1f}"] for c in
+                sorted(changes, key=lambda c: (c.group, -abs(c.exclusive_change)))]
+
+    _FUNCTION_HEADER = ["Where", "Function", "Excl. base", "Excl. head", "Change",
+                        "Incl. base", "Incl. head"]
+
+    # -- formats ------------------------------------------------------------------
+
+    def text(self) -> str:
+        from opbench._text import text_table
+
+        lines = [self._header(), self._how(), *self._environment_lines(), ""]
+        if self.gate is None:
+            lines.append("FAILED: no round completed on both sides: nothing was compared.")
+        else:
+            lines.append(self.gate.text())
+        if self.failed:
+            lines += ["", f"Runs that failed (not counted, nor their round): {len(self.failed)}",
+                      *(f"  {line}" for line in self._failed_lines())]
+        for key, changes in self.functions:
+            lines += ["", f"Functions whose instructions per call changed most: {key}"]
+            lines.append(text_table(self._FUNCTION_HEADER, self._function_rows(changes),
+                                    [False, False, True, True, True, True, True], github=False)
+                         if changes else "  (no function's count changed)")
+        if self.notes:
+            lines += ["", *self.notes]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def markdown(self) -> str:
+        from opbench.gate import _md_line
+
+        gate_md = (self.gate.markdown() if self.gate is not None else
+                   "### opbench: FAILED: no round completed on both sides")
+        title, _, rest = gate_md.partition("\n")
+        lines = [title, "", f"**{self.base.title()}** vs **{self.head.title()}**, {self.mode} "
+                 f"mode: {self._how()}", rest.lstrip("\n")]
+        for key, changes in self.functions:
+            if not changes:
+                continue
+            lines += ["", f"<details><summary>Where the instructions went: {key}</summary>", "",
+                      _md_line(self._FUNCTION_HEADER), "|---|---|--:|--:|--:|--:|--:|",
+                      *(_md_line(r) for r in self._function_rows(changes)), "", "</details>"]
+        if self.failed:
+            lines += ["", f"<details><summary>{len(self.failed)} failed run(s), not counted"
+                          "</summary>", "", *(f"- {line}" for line in self._failed_lines()),
+                      "", "</details>"]
+        lines += ["", "<details><summary>Environment</summary>", "",
+                  *(f"- {line}" for line in self._environment_lines()), "", "</details>"]
+        lines += [f"- {n}" for n in self.notes]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": "opbench-ab-report", "version": 1,
+            "base": dataclasses.asdict(self.base), "head": dataclasses.asdict(self.head),
+            "command": list(self.command), "mode": self.mode, "rounds": self.rounds,
+            "max_rounds": self.max_rounds, "stopped_early": self.stopped_early,
+            "interrupted": self.interrupted, "interleave": self.interleave,
+            "seconds": self.seconds, "exit_status": self.exit_status,
+            "gate": self.gate.to_dict() if self.gate is not None else None,
+            "failed_runs": [dataclasses.asdict(f) for f in self.failed],
+            "functions": {key: [c.to_dict() for c in changes] for key, changes in self.functions},
+            "notes": list(self.notes),
+        }
+
+    def json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, allow_nan=False, default=str) + "\n"

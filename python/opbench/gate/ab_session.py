@@ -1,0 +1,403 @@
+"""An ``opbench ab`` session: is the working tree slower than a base revision? Rounds of
+base and head runs of one command, decided on runs, stopped as soon as every benchmark
+is decided.
+
+``run_ab(command, base)`` checks the base revision out (``opbench.gate.revision``),
+then runs ``command`` once per side per round, each run saving a results file:
+
+* **Interleaving.** With ``interleave="turns"`` (the default for pytest
+  commands whose plugin on both sides knows ``opbench.gate.turns``), a round starts
+  the base and the head process at once and they take turns to time, in
+  slices of about 20 ms: drift of the machine lands on both sides alike. With
+  ``"runs"`` (scripts, older revisions), the two runs of a round go one after
+  the other, the order alternating by round (AB, BA, AB...: ABBA), so a
+  linear drift cancels over two rounds. Either way each round is a fresh pair
+  of processes, so the between-process variance (code placement, heap layout)
+  is in the data, and each run is one replicate.
+* **The decision** (time mode): per benchmark, each round gives one value a
+  side (the 10th percentile of the run's per-run times by default, or its
+  median: ``statistic``); ``opbench.stats.decide.runs`` forms the interval of the
+  ratio from the paired values (Student's t: the between-run variance is in it), at the
+  level Holm's step-down gives it among the suite's benchmarks, with the
+  error budget spent over the rounds looked at (``decide.run_look_confidence``):
+  the chance of any false verdict in the whole session is at most
+  ``1 - confidence``. Looks start at round 2; when every benchmark is
+  decided (slower, faster or same) the session stops early.
+* **Instruction mode** (``mode="instructions"``): counts do not depend on
+  load, so one run a side decides (the two run at once), the verdicts are the
+  gate's on counts, and the report lists the functions whose counts changed
+  most (``opbench.callgrind.function_diff``).
+* **Failures and Ctrl-C.** A run that fails (non-zero exit, no results file)
+  is reported and its round not counted. Ctrl-C stops the running commands,
+  and the report covers the rounds that finished (``interrupted`` is set).
+
+Example::
+
+    report = run_ab(["pytest", "benchmarks/", "-q"], "main", rounds=5)
+    print(report.text())
+    sys.exit(report.exit_status)
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from opbench import gate
+from opbench.callgrind.function_diff import diff as function_diff
+from opbench.core import identity
+from opbench.core.instructions import InstructionCounts
+from opbench.errors import NothingToCompareError, ResultsFileError
+from opbench.gate import revision, turns
+from opbench.gate.ab_report import ABReport, FailedRun, Side
+from opbench.gate.revision import Checkout, Run
+from opbench.stats import decide, numerics
+from opbench.store.results import Results, load
+
+__all__ = ["INTERLEAVES", "MODES", "RUN_STATISTICS", "decide_rounds", "run_ab"]
+
+MODES = ("time", "instructions")
+# What one run contributes per benchmark: a quantile of its per-run times.
+RUN_STATISTICS = {"p10": 0.1, "median": 0.5}
+INTERLEAVES = ("auto", "turns", "runs")
+_BASE, _HEAD = 0, 1
+# Blocks a pytest run takes per benchmark at least (unless the command says): the 10th
+# percentile of 20 blocks is their 2nd smallest, of 50 their 5th.
+_MIN_SAMPLES = 50
+_NAMES = ("base", "head")
+
+
+def _speaks_turns(side: Checkout) -> bool:
+    """Whether the side's opbench (what its command imports) takes turns."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", "import opbench.gate.turns"], cwd=side.path,
+                              env=side.environment(), capture_output=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return False
+    return proc.returncode == 0
+
+
+def _concurrently(sides: tuple[Checkout, Checkout], commands: list[list[str]],
+                  files: list[Path], timeout: float | None,
+                  coordinator: turns.Coordinator | None) -> list[Run]:
+    """Both sides' runs at once (taking turns when a coordinator is given)."""
+    runs: list[Any] = [None, None]
+
+    def go(i: int) -> None:
+        try:
+            extra = coordinator.environment(i) if coordinator else None
+            fds = coordinator.worker_fds(i) if coordinator else ()
+            runs[i] = sides[i].run(commands[i], results_file=files[i], env=extra,
+                                   timeout=timeout, pass_fds=fds)
+        except BaseException as e:  # reported as the run's failure
+            runs[i] = e
+
+    threads = [threading.Thread(target=go, args=(i,), daemon=True) for i in (0, 1)]
+    try:
+        for t in threads:
+            t.start()
+        if coordinator is not None:
+            coordinator.serve(lambda side: not threads[side].is_alive())
+        for t in threads:
+            while t.is_alive():
+                t.join(0.1)
+    except BaseException:  # Ctrl-C: stop both commands, wait for the threads
+        revision._stop_running()
+        for t in threads:
+            t.join(30)
+        raise
+    finally:
+        if coordinator is not None:
+            coordinator.close()
+    for r in runs:
+        if isinstance(r, BaseException):
+            raise r
+    return runs
+
+
+def _one_after_the_other(sides: tuple[Checkout, Checkout], commands: list[list[str]],
+                         files: list[Path], timeout: float | None, first: int) -> list[Run]:
+    runs: list[Any] = [None, None]
+    for i in (first, 1 - first):
+        runs[i] = sides[i].run(commands[i], results_file=files[i], timeout=timeout)
+    return runs
+
+
+def _load(run: Run) -> tuple[Results | None, str]:
+    if not run.ok:
+        return None, run.problem
+    assert run.results is not None
+    try:
+        results = load(run.results)
+    except (OSError, ResultsFileError) as e:
+        return None, f"its results file cannot be loaded: {e}"
+    if not results.all():
+        return None, "its results file holds no result"
+    return results, ""
+
+
+def _thresholds(results: Results, default: float) -> dict[str, float]:
+    return {identity.key(r): r.info.get("threshold", default) for r in results.all()
+            if isinstance(r.info.get("threshold", default), float)}
+
+
+def _run_value(values: list[float], q: float) -> float:
+    return numerics.quantile(sorted(values), q)
+
+
+def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, confidence: float,
+                  inconclusive: str, look: int, looks: int,
+                  statistic: str = "p10") -> gate.Report:
+    """The gate's report on complete rounds (base, head): each benchmark decided on one
+    value per run and side (``statistic``: its 10th percentile or median per-run time),
+    paired by round, at its Holm level for look ``look`` of ``looks``."""
+    q = RUN_STATISTICS[statistic]
+    per_key: dict[str, tuple[str, list[float], list[float]]] = {}
+    only_base: dict[str, None] = {}
+    only_head: dict[str, None] = {}
+    mismatched: dict[str, None] = {}
+    own: dict[str, float] = {}
+    for base, head in rounds:
+        old, new = gate.pool(base.all()), gate.pool(head.all())
+        own.update(_thresholds(head, threshold))
+        for key in new:
+            if key not in old:
+                only_head[key] = None
+                continue
+            (kind_old, x), (kind_new, y) = old[key], new[key]
+            if kind_old != kind_new or "mixed" in (kind_old, kind_new):
+                mismatched[key] = None
+                continue
+            entry = per_key.setdefault(key, (kind_new, [], []))
+            entry[1].append(_run_value(x, q) if kind_new == "time" else statistics.median(x))
+            entry[2].append(_run_value(y, q) if kind_new == "time" else statistics.median(y))
+        for key in old:
+            if key not in new:
+                only_base[key] = None
+    alpha = 1 - decide.run_look_confidence(look, looks, confidence)
+    timed = [k for k, (kind, x, _) in per_key.items() if kind == "time" and len(x) > 1]
+    levels = dict(zip(timed, decide.holm(
+        [decide.runs_p_value(per_key[k][1], per_key[k][2]) for k in timed], alpha)))
+    rows = []
+    for key, (kind, x, y) in per_key.items():
+        t = own.get(key, threshold)
+        if kind == "time":
+            d = decide.runs(x, y, t, 1 - levels.get(key, alpha))
+        else:
+            d = decide.counts(x, y, t)
+        rows.append(gate.Row(key, kind, statistics.median(x), statistics.median(y),
+                             (len(x), len(y)), d, (len(x), len(y))))
+    rows.sort(key=lambda r: -r.decision.ratio)
+    what = "10th percentiles" if statistic == "p10" else "medians"
+    method = (f"verdicts on the runs' {what} of per-run time, paired by round (Student's t "
+              f"of the mean log ratio: the between-run variance is in the interval); Baseline "
+              f"and New are the median of those; Holm's step-down over "
+              f"{len(timed)} benchmark(s) at look {look} of {looks}, so the {confidence:.0%} "
+              "holds for the whole session and each interval is wider")
+    return gate.Report(rows=tuple(rows), only_in_baseline=tuple(only_base),
+                       only_in_new=tuple(k for k in only_head if k not in per_key),
+                       mismatched=tuple(mismatched), environment_notes=(),
+                       threshold=threshold, confidence=confidence, inconclusive=inconclusive,
+                       fail_on_missing=False, method=method, replicates="runs")
+
+
+def _function_changes(base: Results, head: Results,
+                      report: gate.Report) -> list[tuple[str, tuple[Any, ...]]]:
+    """Per benchmark whose count changed, the functions that changed most."""
+    def by_key(results: Results) -> dict[str, InstructionCounts]:
+        return {identity.key(c): c for c in results.instructions}
+
+    old, new = by_key(base), by_key(head)
+    found = []
+    for row in report.rows:
+        if row.kind != "instructions" or row.decision.ratio == 1 or row.key not in old \
+                or row.key not in new:
+            continue
+        a, b = old[row.key], new[row.key]
+        fa, fb = a.info.get("functions"), b.info.get("functions")
+        if isinstance(fa, dict) and isinstance(fb, dict):
+            found.append((row.key, tuple(function_diff(fa, fb, number=b.number_per_run,
+                                                       base_number=a.number_per_run))))
+    return found
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run_ab(
+    command: Sequence[str],
+    base: str,
+    *,
+    rounds: int = 5,
+    mode: str = "time",
+    threshold: float = 0.05,
+    confidence: float = 0.95,
+    inconclusive: str = "fail",
+    interleave: str = "auto",
+    repo: str | os.PathLike[str] = ".",
+    prepare: Sequence[str] | None = None,
+    timeout: float | None = None,
+    keep: str | os.PathLike[str] | None = None,
+    statistic: str = "p10",
+    log: Callable[[str], None] | None = _stderr,
+) -> ABReport:
+    """Runs ``command`` on ``base`` and on the working tree, in rounds (module doc).
+
+    Args:
+        command: a pytest run of benchmark tests, or any command that saves opbench
+            results to ``$OPBENCH_RESULTS_FILE``.
+        base: the revision to compare with (``main``, ``HEAD~1``, a commit id).
+        rounds: at most this many rounds (pairs of runs); fewer when every benchmark
+            is decided earlier. Instruction mode takes one.
+        mode: ``"time"`` or ``"instructions"`` (pytest commands: adds
+            ``--opbench-mode=instructions``).
+        threshold, confidence, inconclusive: as for ``opbench.gate.compare``.
+        interleave: ``"turns"``, ``"runs"`` or ``"auto"`` (turns when possible).
+        repo: a folder in the repository (default: the current one).
+        prepare: a command run once in the base's checkout (``opbench.gate.revision``).
+        timeout: seconds each run may take (a run over it fails).
+        keep: a folder to keep every run's results file in (default: none kept).
+        statistic: what each run contributes per benchmark: ``"p10"`` (default), the
+            10th percentile of its per-run times, or ``"median"``. On a shared machine a
+            run's times are bimodal (the code alone, or sharing a core), and the median
+            falls wherever the mix of the moment puts it; the fast tail is the code's
+            own cost (measured: run medians 60 to 260 us, 10th percentiles 54 to 56 us,
+            for one unchanged function). ``"median"`` also weighs slow paths the code
+            takes now and then.
+        log: where progress lines go (default stderr; None for silence).
+
+    Raises:
+        opbench.gate.revision.RevisionError: the base cannot be checked out.
+        ValueError: bad arguments.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if interleave not in INTERLEAVES:
+        raise ValueError(f"interleave must be one of {', '.join(INTERLEAVES)}, got "
+                         f"{interleave!r}")
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    if statistic not in RUN_STATISTICS:
+        raise ValueError(f"statistic must be one of {', '.join(RUN_STATISTICS)}, got "
+                         f"{statistic!r}")
+    if inconclusive not in gate.POLICIES:
+        raise ValueError(f"inconclusive must be one of {', '.join(gate.POLICIES)}")
+    decide.check_threshold(threshold)
+    command = [str(c) for c in command]
+    if not command:
+        raise ValueError("no command: give the benchmark command after `--`")
+    say = log or (lambda line: None)
+    start = time.monotonic()
+    head = revision.working_tree(repo)
+    say(f"opbench ab: checking out {base} ...")
+    base_side = revision.checkout(base, repo, prepare=prepare, timeout=timeout)
+    folder = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="opbench-ab-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        return _session(command, (base_side, head), rounds=rounds, mode=mode,
+                        threshold=threshold, confidence=confidence, inconclusive=inconclusive,
+                        interleave=interleave, timeout=timeout, folder=folder, say=say,
+                        start=start, statistic=statistic)
+    finally:
+        base_side.close()
+        if keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _session(command: list[str], sides: tuple[Checkout, Checkout], *, rounds: int, mode: str,
+             threshold: float, confidence: float, inconclusive: str, interleave: str,
+             timeout: float | None, folder: Path, say: Callable[[str], None],
+             start: float, statistic: str) -> ABReport:
+    is_pytest = revision._is_pytest(command)
+    notes = []
+    if mode == "instructions":
+        if is_pytest:
+            command = [*command, "--opbench-mode=instructions"]
+        if rounds > 1:
+            notes.append("instruction counts do not depend on load: one round decides")
+        rounds, how = 1, "concurrent"
+    elif interleave == "runs" or (interleave == "auto" and not is_pytest):
+        how = "runs"
+    elif all(_speaks_turns(s) for s in sides):
+        how = "turns"
+    else:
+        if interleave == "turns":
+            notes.append("a side's opbench predates turn-taking (opbench.gate.turns): its runs went "
+                         "one after the other")
+        how = "runs"
+    if mode == "time" and is_pytest and not any(
+            a.split("=", 1)[0] == "--opbench-min-samples" for a in command):
+        command = [*command, f"--opbench-min-samples={_MIN_SAMPLES}"]
+    complete: list[tuple[Results, Results]] = []
+    failed: list[FailedRun] = []
+    report: gate.Report | None = None
+    stopped = interrupted = False
+    looks = max(rounds - 1, 1)
+    try:
+        for r in range(rounds):
+            first = r % 2  # AB, BA, AB...: ABBA over two rounds
+            files = [folder / f"round{r + 1}_{_NAMES[i]}.json" for i in (0, 1)]
+            # Two pytest sessions at once must not share a --basetemp (each clears it).
+            commands = [[*command, f"--basetemp={folder / f'round{r + 1}_{_NAMES[i]}_tmp'}"]
+                        if is_pytest else command for i in (0, 1)]
+            if how == "runs":
+                runs = _one_after_the_other(sides, commands, files, timeout, first)
+            else:
+                runs = _concurrently(sides, commands, files, timeout,
+                                     turns.Coordinator(first=first) if how == "turns" else None)
+            loaded = [_load(run) for run in runs]
+            for i, (results, problem) in enumerate(loaded):
+                if results is None:
+                    failed.append(FailedRun(_NAMES[i], r + 1, problem))
+            if loaded[0][0] is not None and loaded[1][0] is not None:
+                complete.append((loaded[0][0], loaded[1][0]))
+            say(f"opbench ab: round {r + 1}/{rounds}: base {runs[0].seconds:.1f} s, head "
+                f"{runs[1].seconds:.1f} s" + ("" if loaded[0][0] is not None
+                                             and loaded[1][0] is not None else
+                                             " (a run failed: round not counted)"))
+            if mode == "time" and len(complete) >= 2:
+                look = min(len(complete) - 1, looks)
+                report = decide_rounds(complete, threshold=threshold, confidence=confidence,
+                                       inconclusive=inconclusive, look=look, looks=looks,
+                                       statistic=statistic)
+                open_ = [row.key for row in report.rows if row.decision.verdict == "inconclusive"]
+                say(f"opbench ab: {len(report.rows) - len(open_)} of {len(report.rows)} "
+                    "benchmark(s) decided")
+                if not open_ and r + 1 < rounds:
+                    stopped = True
+                    break
+    except KeyboardInterrupt:
+        interrupted = True
+        say("opbench ab: interrupted: reporting the rounds that finished")
+    functions: list[tuple[str, tuple[Any, ...]]] = []
+    if complete and (report is None or mode == "instructions"):
+        if mode == "instructions":
+            base_results, head_results = complete[-1]
+            try:
+                report = gate.compare(base_results, head_results, threshold=threshold,
+                                      confidence=confidence, inconclusive=inconclusive)
+                functions = _function_changes(base_results, head_results, report)
+            except NothingToCompareError as e:
+                notes.append(str(e))
+        else:  # one round: no interval with the between-run variance yet
+            report = decide_rounds(complete, threshold=threshold, confidence=confidence,
+                                   inconclusive=inconclusive, look=looks, looks=looks,
+                                   statistic=statistic)
+    env = [complete[-1][i].environment if complete else {} for i in (0, 1)]
+    return ABReport(
+        gate=report,
+        base=Side("base", sides[0].revision, sides[0].commit, env[0], len(complete)),
+        head=Side("head", sides[1].revision, sides[1].commit, env[1], len(complete)),
+        command=tuple(command), mode=mode, rounds=len(complete), max_rounds=rounds,
+        stopped_early=stopped, interrupted=interrupted, interleave=how, failed=tuple(failed),
+        functions=tuple(functions), seconds=time.monotonic() - start, notes=tuple(notes))

@@ -1,0 +1,109 @@
+"""``opbench ab --base REV [--rounds N] [--mode time|instructions] -- COMMAND...``: is the
+working tree slower than REV?
+
+Checks REV out in a temporary git worktree (its code first on PYTHONPATH, its
+compiled modules copied or built: see opbench.gate.revision), then runs COMMAND on
+REV ("base") and on the working tree as it is, uncommitted edits included
+("head"), in up to N rounds (default 5). COMMAND is a pytest run of benchmark
+tests (its results are saved with --opbench-save) or any script that saves
+opbench results to $OPBENCH_RESULTS_FILE. In a round of a pytest command both
+processes run at once and take turns to time in ~20 ms slices, so the
+machine's drift lands on both sides (--interleave runs: one after the other,
+in ABBA order). Every run is one replicate: per benchmark, each run gives the
+10th percentile of its per-run times (--run-statistic median: its median),
+the interval of the ratio head / base includes the variance between runs,
+the suite's error is held by Holm's step-down, and the rounds stop early once
+every benchmark is decided. --mode instructions counts
+instructions under callgrind instead: one round decides, and the report lists
+the functions whose counts changed most, grouped by where they live.
+
+A run that fails is reported and its round not counted; Ctrl-C stops the
+runs and reports the rounds that finished (exit status 130).
+
+Exit status: 0 when no benchmark regressed; 1 on a regression or a possible
+regression (--inconclusive fail, the default), or when no round completed;
+2 for bad input (no command, an unknown revision, a bad option); 130 on Ctrl-C.
+
+Example:
+    python -m opbench ab --base main --rounds 5 -- pytest benchmarks/ -q
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from opbench.integrations.cli import UsageError, command_parser, parse_fraction
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = command_parser(subparsers, "ab",
+                       "A/B two revisions: interleaved runs of a benchmark command, decided "
+                       "on runs", __doc__)
+    p.add_argument("--base", required=True, metavar="REV",
+                   help="the revision to compare the working tree with (main, HEAD~1, a commit)")
+    p.add_argument("--rounds", type=int, default=5, metavar="N",
+                   help="rounds (a base and a head run each) at most (default 5)")
+    p.add_argument("--mode", choices=("time", "instructions"), default="time",
+                   help="time (default) or instructions (callgrind; one round decides)")
+    p.add_argument("--threshold", default="5%",
+                   help="the slowdown that matters, e.g. 5%% (default) or 0.05; a "
+                        "benchmark's own (fixture threshold=) wins")
+    p.add_argument("--confidence", type=float, default=0.95,
+                   help="for the whole session, all benchmarks and rounds (default 0.95)")
+    p.add_argument("--inconclusive", choices=("fail", "warn", "pass"), default="fail",
+                   help="an undecided benchmark that looks slower: fail (default), warn or pass")
+    p.add_argument("--interleave", choices=("auto", "turns", "runs"), default="auto",
+                   help="turns: both processes at once, taking turns to time (pytest); runs: "
+                        "one after the other; auto (default): turns when both sides can")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="the report's format on stdout (default text)")
+    p.add_argument("--output", metavar="PATH",
+                   help="also write the report (in --format) to PATH")
+    p.add_argument("--prepare", metavar="CMD",
+                   help="a command run once in the base's checkout (e.g. an install)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds each run may take (default: no limit)")
+    p.add_argument("--keep", metavar="DIR", help="keep every run's results file in DIR")
+    p.add_argument("--run-statistic", choices=("p10", "median"), default="p10",
+                   help="what a run contributes per benchmark: the 10th percentile of its "
+                        "per-run times (default: the code's cost when the machine let it "
+                        "run) or its median")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                   help="the benchmark command (after --)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from opbench._files import atomic_write_text
+    from opbench.gate.ab_session import run_ab
+    from opbench.gate.revision import RevisionError, sigterm_as_interrupt
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("give the benchmark command after --, e.g. `-- pytest benchmarks/ -q`")
+    if args.rounds < 1:
+        raise UsageError(f"--rounds must be a positive integer, got {args.rounds}")
+    if not 0 < args.confidence < 1:
+        raise UsageError(f"--confidence must be in (0, 1), got {args.confidence!r}")
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    threshold = parse_fraction(args.threshold, "--threshold")
+    try:
+        with sigterm_as_interrupt():
+            report = run_ab(command, args.base, rounds=args.rounds, mode=args.mode,
+                            threshold=threshold, confidence=args.confidence,
+                            inconclusive=args.inconclusive, interleave=args.interleave,
+                            prepare=shlex.split(args.prepare) if args.prepare else None,
+                            timeout=args.timeout, keep=args.keep,
+                            statistic=args.run_statistic)
+    except RevisionError as e:
+        raise UsageError(str(e)) from None
+    text = report.render(args.format)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if args.output:
+        atomic_write_text(args.output, text)
+    return 130 if report.interrupted else report.exit_status

@@ -1,0 +1,242 @@
+"""opbench.gate.ab_session (``opbench ab``) end to end on a real git repository made here: two
+commits' worth of code, statements with deterministic costs (no timing thresholds)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTEST_PLUGIN_ARGS
+from opbench.core.measurement import Measurement, TaskSpec
+from opbench.gate import revision
+from opbench.gate.ab_session import decide_rounds, run_ab
+from opbench.store.results import Results
+from test_revision import SCRIPT, git
+
+# Benchmarks on a fake clock that only the statement moves: every block costs exactly
+# number x COST, whatever the machine does.
+SUITE = textwrap.dedent("""
+    import mylib
+
+    class Clock:
+        now = 0.0
+
+        def __call__(self):
+            return Clock.now
+
+    def tick(cost):
+        Clock.now += cost
+
+    def test_work(opbench):
+        opbench(lambda: tick(mylib.COST), timer=Clock(), min_run_time=1e-3, min_samples=5)
+
+    def test_lenient(opbench):
+        opbench(lambda: tick(mylib.LENIENT), timer=Clock(), min_run_time=1e-3, min_samples=5,
+                threshold="30%")
+""")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The base commit (COST 1 us); the working tree edits it as each test needs."""
+    root = tmp_path / "proj"
+    (root / "src" / "mylib").mkdir(parents=True)
+    git(root, "init", "-q")
+    (root / "src" / "mylib" / "__init__.py").write_text("COST = 1e-6\nLENIENT = 1e-6\n")
+    (root / "bench.py").write_text(SCRIPT)
+    (root / "test_suite.py").write_text(SUITE)
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "base")
+    monkeypatch.chdir(root)
+    return root
+
+
+def edit(repo: Path, cost: float, lenient: float = 1e-6) -> None:
+    (repo / "src" / "mylib" / "__init__.py").write_text(f"COST = {cost!r}\nLENIENT = {lenient!r}\n")
+
+
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PYTEST_PLUGIN_ARGS,
+          "test_suite.py"]
+
+
+def test_pytest_suite_takes_turns_and_stops_early(repo: Path) -> None:
+    edit(repo, 2e-6, lenient=1.2e-6)  # 2x slower; 20% slower under its own 30% threshold
+    report = run_ab(PYTEST, "HEAD", rounds=4, log=None)
+    assert report.interleave == "turns"
+    assert (report.rounds, report.stopped_early) == (2, True)  # decided at the first look
+    rows = {r.key: r for r in report.gate.rows}
+    work, lenient = rows["test_suite.py::test_work"], rows["test_suite.py::test_lenient"]
+    assert work.status == "regression" and work.decision.ratio == pytest.approx(2.0)
+    assert work.runs == (2, 2)
+    assert lenient.status == "same" and lenient.decision.threshold == 0.3
+    assert report.exit_status == 1
+    assert report.base.commit == git(repo, "rev-parse", "HEAD")
+    assert report.head.commit.endswith("+dirty")
+    text = report.text()
+    assert "FAILED: 1 regression in 2 benchmark(s)." in text
+    assert "taking turns to time" in text and "stopped early" in text
+
+
+def test_unchanged_code_is_the_same(repo: Path) -> None:
+    report = run_ab(PYTEST, "HEAD", rounds=3, log=None)
+    assert {r.status for r in report.gate.rows} == {"same"}
+    assert report.exit_status == 0 and report.stopped_early
+
+
+def test_a_script_runs_one_after_the_other_in_abba_order(repo: Path, tmp_path: Path) -> None:
+    log = tmp_path / "order.log"
+    (repo / "bench.py").write_text(
+        f"import mylib\nopen({str(log)!r}, 'a').write(str(mylib.COST) + '\\n')\n" + SCRIPT)
+    git(repo, "commit", "-qam", "log the order")
+    edit(repo, 3e-6)
+    report = run_ab([sys.executable, "bench.py"], "HEAD", rounds=3, interleave="runs",
+                    log=None)
+    assert report.interleave == "runs" and report.rounds == 2  # stopped early
+    assert log.read_text().split() == ["1e-06", "3e-06", "3e-06", "1e-06"]  # AB BA
+    assert report.gate.rows[0].status == "regression"
+
+
+def test_a_failed_run_is_reported_and_its_round_not_counted(repo: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = tmp_path / "count"
+    (repo / "bench.py").write_text(textwrap.dedent(f"""
+        import os
+        path = {str(counter)!r}
+        n = int(open(path).read()) + 1 if os.path.exists(path) else 1
+        open(path, "w").write(str(n))
+        if n == 3:
+            raise SystemExit("boom on the third run")
+    """) + SCRIPT)
+    git(repo, "commit", "-qam", "flaky")
+    edit(repo, 2e-6)
+    report = run_ab([sys.executable, "bench.py"], "HEAD", rounds=3, interleave="runs", log=None)
+    assert [(f.side, f.round) for f in report.failed] == [("head", 2)]
+    assert "exited with status 1" in report.failed[0].problem
+    assert "boom on the third run" in report.failed[0].problem
+    assert report.rounds == 2  # rounds 1 and 3
+    assert report.gate.rows[0].runs == (2, 2)
+    assert "Runs that failed (not counted, nor their round): 1" in report.text()
+
+
+def test_no_complete_round_fails_with_nothing_compared(repo: Path) -> None:
+    report = run_ab([sys.executable, "-c", "raise SystemExit(2)"], "HEAD", rounds=2,
+                    interleave="runs", log=None)
+    assert report.gate is None and report.exit_status == 1 and len(report.failed) == 4
+    assert "nothing was compared" in report.text()
+
+
+def test_ctrl_c_keeps_the_rounds_that_finished(repo: Path, tmp_path: Path) -> None:
+    counter, marker = tmp_path / "count", tmp_path / "hanging"
+    (repo / "bench.py").write_text(textwrap.dedent(f"""
+        import os, time
+        path = {str(counter)!r}
+        n = int(open(path).read()) + 1 if os.path.exists(path) else 1
+        open(path, "w").write(str(n))
+        if n >= 3:
+            open({str(marker)!r}, "w").close()
+            time.sleep(120)
+    """) + SCRIPT)
+    git(repo, "commit", "-qam", "hangs from the third run")
+    edit(repo, 2e-6)
+    proc = subprocess.Popen([sys.executable, "-m", "opbench", "ab", "--base", "HEAD",
+                             "--rounds", "4", "--interleave", "runs", "--format", "json",
+                             "--", sys.executable, "bench.py"], cwd=repo,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    doc = json.loads(out)
+    assert doc["interrupted"] is True and doc["rounds"] == 1
+    assert doc["gate"]["rows"][0]["runs"] == [1, 1]  # round 1 kept, reported
+    assert "interrupted" in err
+    assert git(repo, "worktree", "list").count("\n") == 0  # the base's worktree removed
+
+
+def test_instruction_mode_decides_in_one_round_and_names_the_function(repo: Path) -> None:
+    (repo / "test_count.py").write_text(textwrap.dedent("""
+        import mylib
+
+        DATA = [0] * mylib.N  # small ints only: no allocation, so repeats count alike
+
+        def work():
+            flag = 0
+            for _ in DATA:
+                flag ^= 1
+            return flag
+
+        def test_loop(opbench):
+            opbench(work)
+    """))
+    (repo / "src" / "mylib" / "__init__.py").write_text("N = 2000\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "a loop")
+    (repo / "src" / "mylib" / "__init__.py").write_text("N = 2020\n")  # 1% more work
+    command = [*PYTEST[:-1], "test_count.py"]
+    report = run_ab(command, "HEAD", rounds=5, mode="instructions", threshold=0.005, log=None)
+    assert report.rounds == 1 and report.interleave == "concurrent"
+    (row,) = report.gate.rows
+    assert row.status == "regression" and row.decision.ratio == pytest.approx(1.01, abs=0.003), \
+        row.decision
+    ((key, changes),) = report.functions
+    assert key == "test_count.py::test_loop" and 0 < len(changes) <= 15
+    top = changes[0]
+    assert top.group == "Python interpreter" and top.exclusive_change > 0
+    assert "Where" in report.text() and top.short_name in report.text()
+
+
+def test_decisions_hold_the_suite_error_with_holm(tmp_path: Path) -> None:
+    """Ten unchanged benchmarks with run-to-run noise: Holm's levels make every interval
+    wider than a lone 95% one, so a suite of them is not decided on noise."""
+    def results(side: int, r: int) -> Results:
+        ms = []
+        for k in range(10):
+            wobble = 1 + 0.03 * ((k * 7 + r * 3 + side * 5) % 5 - 2) / 2
+            ms.append(Measurement(1, [1e-6 * wobble] * 5, TaskSpec("f()", "pass", name=f"b{k}")))
+        return Results(ms)
+
+    rounds = [(results(0, r), results(1, r)) for r in range(5)]
+    report = decide_rounds(rounds, threshold=0.05, confidence=0.95, inconclusive="fail",
+                           look=4, looks=4)
+    assert len(report.rows) == 10
+    assert all(r.decision.confidence > 0.95 for r in report.rows)
+    assert report.exit_status == 0
+    assert "Holm's step-down over 10 benchmark(s) at look 4 of 4" in report.text()
+
+
+def test_bad_arguments_are_named(repo: Path) -> None:
+    with pytest.raises(ValueError, match="rounds must be a positive integer"):
+        run_ab(PYTEST, "HEAD", rounds=0, log=None)
+    with pytest.raises(ValueError, match="no command"):
+        run_ab([], "HEAD", log=None)
+    with pytest.raises(revision.RevisionError, match="names no commit"):
+        run_ab(PYTEST, "no-such-rev", log=None)
+    assert os.getcwd() == str(repo)
+
+
+def test_each_run_gives_its_fast_tail_or_its_median() -> None:
+    """Runs on a shared machine: the code alone (fast) or sharing a core (5x), in a mix that
+    changes from run to run. The 10th percentile follows the code; the median, the mix."""
+    def run(fast: float, slow_share: float, r: int) -> Results:
+        n_slow = round(20 * slow_share)
+        times = [fast * (1 + 0.001 * i) for i in range(20 - n_slow)] + [5 * fast] * n_slow
+        return Results([Measurement(1, times, TaskSpec("f()", "pass", name="f"))])
+
+    rounds = [(run(1e-6, 0.3, r), run(1.1e-6, 0.6 if r % 2 else 0.2, r)) for r in range(4)]
+    kwargs = dict(threshold=0.05, confidence=0.95, inconclusive="fail", look=3, looks=3)
+    (fast,) = decide_rounds(rounds, statistic="p10", **kwargs).rows  # type: ignore[arg-type]
+    (middle,) = decide_rounds(rounds, statistic="median", **kwargs).rows  # type: ignore[arg-type]
+    assert fast.decision.ratio == pytest.approx(1.1, rel=0.01) and fast.status == "regression"
+    assert middle.decision.verdict == "inconclusive"  # the mix swings the medians 1x to 5x
+    with pytest.raises(ValueError, match="statistic must be one of p10, median"):
+        run_ab(PYTEST, "HEAD", statistic="mean", log=None)

@@ -1,0 +1,32 @@
+"""``python -m opbench ab``: the command line of opbench.gate.ab_session."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from opbench.cli import main
+from test_ab_session import edit, repo  # noqa: F401  (the fixture)
+
+
+def test_usage_errors_exit_2(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+    assert main(["ab", "--base", "HEAD"]) == 2
+    assert "give the benchmark command after --" in capsys.readouterr().err
+    assert main(["ab", "--base", "nope", "--", sys.executable, "bench.py"]) == 2
+    assert "'nope' names no commit" in capsys.readouterr().err
+    assert main(["ab", "--base", "HEAD", "--rounds", "0", "--", "x"]) == 2
+    assert main(["ab", "--base", "HEAD", "--threshold", "150%", "--", "x"]) == 2
+
+
+def test_end_to_end_with_a_markdown_report_file(repo: Path, tmp_path: Path) -> None:  # noqa: F811
+    edit(repo, 2e-6)
+    out = tmp_path / "report.md"
+    proc = subprocess.run([sys.executable, "-m", "opbench", "ab", "--base", "HEAD", "--rounds",
+                           "3", "--format", "markdown", "--output", str(out), "--",
+                           sys.executable, "bench.py"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == out.read_text()
+    assert proc.stdout.startswith("### opbench: 1 regression — 1 of 1 benchmark(s) slower")
+    assert "round 1/3" in proc.stderr and "1 of 1 benchmark(s) decided" in proc.stderr
