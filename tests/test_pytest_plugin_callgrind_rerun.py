@@ -13,23 +13,23 @@ from plugin_doubles import FakeConfig
 
 
 def test_time_mode_disabled_runs_and_the_rerun_itself_run_here(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert callgrind_rerun.pytest_cmdline_main(FakeConfig()) is None  # type: ignore[arg-type]
+    assert callgrind_rerun.rerun_under_callgrind(FakeConfig()) is None  # type: ignore[arg-type]
     instructions = FakeConfig(opbench_mode="instructions", opbench_disable=True)
-    assert callgrind_rerun.pytest_cmdline_main(instructions) is None  # type: ignore[arg-type]
+    assert callgrind_rerun.rerun_under_callgrind(instructions) is None  # type: ignore[arg-type]
     monkeypatch.setenv(callgrind_rerun._UNDER_CALLGRIND, "1")
-    assert callgrind_rerun.pytest_cmdline_main(  # type: ignore[arg-type]
+    assert callgrind_rerun.rerun_under_callgrind(  # type: ignore[arg-type]
         FakeConfig(opbench_mode="instructions")) is None
 
 
 def test_xdist_and_a_missing_valgrind_are_usage_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(callgrind_rerun._UNDER_CALLGRIND, raising=False)
     with pytest.raises(pytest.UsageError, match="drop -n"):
-        callgrind_rerun.pytest_cmdline_main(  # type: ignore[arg-type]
+        callgrind_rerun.rerun_under_callgrind(  # type: ignore[arg-type]
             FakeConfig(opbench_mode="instructions", numprocesses=2))
     monkeypatch.setattr(opbench.callgrind.collect, "callgrind_unavailable_reason",
                         lambda: "valgrind is not installed")
     with pytest.raises(pytest.UsageError, match="instructions: valgrind is not installed"):
-        callgrind_rerun.pytest_cmdline_main(FakeConfig(opbench_mode="instructions"))  # type: ignore[arg-type]
+        callgrind_rerun.rerun_under_callgrind(FakeConfig(opbench_mode="instructions"))  # type: ignore[arg-type]
 
 
 def test_the_rerun_is_this_command_under_callgrind(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,7 +43,7 @@ def test_the_rerun_is_this_command_under_callgrind(monkeypatch: pytest.MonkeyPat
         seen.update(command=command, env=env)
         return 3
     monkeypatch.setattr(callgrind_rerun.subprocess, "call", call)
-    status = callgrind_rerun.pytest_cmdline_main(FakeConfig(opbench_mode="instructions"))  # type: ignore[arg-type]
+    status = callgrind_rerun.rerun_under_callgrind(FakeConfig(opbench_mode="instructions"))  # type: ignore[arg-type]
     assert status == 3  # the re-run's status is the session's
     command, env = seen["command"], seen["env"]
     assert command[:2] == ["valgrind", "--tool=callgrind"] and "--collect-atstart=no" in command
