@@ -60,7 +60,7 @@ def test_the_summary_prints_a_table_per_group_and_the_gate(tmp_path: Path) -> No
     text = "\n".join(terminal.lines)
     assert "--- opbench: 1 benchmark(s)" in text and "group 'io'" in text
     assert f"--- opbench: compared with {path}" in text
-    assert "opbench: not failing the session (no --opbench-fail-above)" in text
+    assert "NOT FAILING: 1 regression found in 1 benchmark(s), but this gate does not fail" in text
 
 
 def test_a_disabled_run_says_nothing_was_saved_or_compared(tmp_path: Path) -> None:
