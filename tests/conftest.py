@@ -148,3 +148,33 @@ def fake_peaks(tmp_path, monkeypatch):
 
     monkeypatch.setattr(peaks, "measure", measure)
     return calls
+
+
+# -- history_repo's 30 commits, shared by the tests of bisect, find, history and report
+
+@pytest.fixture(scope="session")
+def history_commits(tmp_path_factory):
+    """history_repo's git repository, not measured: (repo, commits, oldest first)."""
+    import history_repo
+
+    path = tmp_path_factory.mktemp("bisect") / "repo"
+    return path, history_repo.build(path)
+
+
+@pytest.fixture(scope="session")
+def measured_history(tmp_path_factory):
+    """history_repo's 30 commits measured and autosaved one by one: (store, commits)."""
+    import history_repo
+
+    base = tmp_path_factory.mktemp("history")
+    commits = history_repo.build(base / "repo", base / "store")
+    return base / "store", commits
+
+
+@pytest.fixture
+def measured_store(measured_history, tmp_path):
+    """A copy of measured_history's store a test may damage or prune."""
+    import shutil
+
+    shutil.copytree(measured_history[0], tmp_path / "store", symlinks=True)
+    return tmp_path / "store"

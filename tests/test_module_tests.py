@@ -67,19 +67,8 @@ def missing(package: Path = PACKAGE, tests: Path = TESTS) -> dict[str, list[str]
             if not present.intersection(names)}
 
 
-# Modules that arrived from other branches in the last merge of main without a
-# test file of their own (their tests live elsewhere for now). The list may only
-# shrink: a module listed here that gains its file fails the next test until removed.
-NOT_YET = {"core/_work_modes.py", "integrations/cli/find.py", "integrations/cli/history.py",
-           "integrations/cli/peaks.py", "integrations/cli/report.py"}
-
-
-def test_not_yet_lists_only_modules_still_without_a_file() -> None:
-    assert NOT_YET <= set(missing()), sorted(NOT_YET - set(missing()))
-
-
 def test_every_module_has_a_test_file() -> None:
-    untested = {m: n for m, n in missing().items() if m not in NOT_YET}
+    untested = missing()
     assert not untested, "modules without a test file (name it one of these): " + "; ".join(
         f"{module}: {' or '.join(names)}" for module, names in sorted(untested.items()))
 

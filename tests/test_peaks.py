@@ -1,6 +1,6 @@
 """Peaks (opbench.peaks): measured once per machine and thread count, cached with how,
-shown by `opbench peaks`. Real measurements here use tiny buffers (the code path, not
-the figures); everything else uses the fake_peaks fixture."""
+shown by `opbench peaks` (its tests: test_cli_peaks.py). Real measurements here use tiny
+buffers (the code path, not the figures); everything else uses the fake_peaks fixture."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,6 @@ import torch
 
 from opbench import UsageError
 from opbench.core import peaks
-from opbench.integrations.cli import main
 
 
 def test_get_measures_once_then_reads_the_cache(fake_peaks):
@@ -71,15 +70,6 @@ def test_cuda_peaks_without_a_gpu_are_a_clear_error():
 def test_cuda_peaks_on_a_gpu_carry_the_datasheet():  # pragma: no cover (no GPU in CI)
     p = peaks.measure("cuda:0", None, ("float32",))
     assert p.bandwidth > 0 and p.datasheet["name"] and p.threads is None
-
-
-def test_the_command_shows_and_refreshes(fake_peaks, capsys):
-    assert main(["peaks", "--threads", "2", "--dtype", "float32"]) == 0
-    out = capsys.readouterr().out
-    assert "cpu/2" in out and "10.00 GB/s" in out and "ridge 10.00 FLOP/byte" in out
-    assert main(["peaks", "--threads", "2", "--dtype", "float32", "--refresh"]) == 0
-    assert len(fake_peaks) == 2
-    assert main(["peaks", "--threads", "0"]) == 2
 
 
 def test_datasheet_figures_come_from_the_drivers_clocks_and_bus(monkeypatch):

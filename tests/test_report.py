@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -128,18 +127,6 @@ def test_the_step_is_drawn_at_its_commit_and_hover_shows_the_commit(site, browse
     shot = tmp_path / "jump.png"
     browser.screenshot(shot)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size < 200_000
-
-
-def test_report_command_writes_the_site_or_says_there_is_no_history(site, tmp_path):
-    store = site[0].parent / "store"
-    r = subprocess.run([sys.executable, "-m", "opbench", "report", "--root", str(store),
-                        "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert (tmp_path / "out" / "index.html").is_file()
-    assert len(list((tmp_path / "out" / "bench").iterdir())) == 4
-    r = subprocess.run([sys.executable, "-m", "opbench", "report", "--root", str(tmp_path / "no"),
-                        "-o", str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "no saved runs" in r.stderr
 
 
 def test_damaged_runs_are_named_on_the_index(site, tmp_path):

@@ -1,12 +1,12 @@
 """Work counting (opbench.work): FLOPs and bytes counted from a torch statement's ATen
-ops, checked against figures computed by hand from the shapes; declared work."""
+ops, checked against figures computed by hand from the shapes; declared work. The
+dispatch modes' own pieces are tested in test_work_modes.py."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from opbench import UsageError
-from opbench.core._work_modes import union_bytes
 from opbench.core.work import check_declared, count, resolve
 
 F32 = 4
@@ -98,15 +98,6 @@ def test_a_statement_that_cannot_be_counted_gets_none_and_a_reason(stmt, reason)
     w = count(stmt)
     assert w.flops is None and w.bytes is None
     assert reason in w.reason
-
-
-def test_union_bytes_of_overlapping_strided_views_is_exact():
-    # Rows 0 and 1 of a 4x4 matrix, and column 0: 4 + 4 + 2 (rows 2, 3) elements.
-    row0, row1, col = (0, (4,), (4,), 1), (4, (4,), (1,), 1), (0, (4,), (4,), 1)
-    assert union_bytes([(0, (2, 4), (4, 1), 1), col], 16) == 10
-    assert union_bytes([row0], 16) == 4  # a strided view alone: its elements
-    assert union_bytes([(0, (4,), (1,), 1), row1], 16) == 8  # two intervals
-    assert union_bytes([(0, (3,), (-1,), 1)], 16) == 3  # negative stride
 
 
 def test_declared_work_is_checked_early():

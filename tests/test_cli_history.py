@@ -1,0 +1,104 @@
+"""``opbench history`` (opbench.integrations.cli.history): a machine's runs, their change
+points and the regressions that fail a CI job, over history_repo's 30 measured commits
+(run as the user runs it: ``python -m opbench``); the options checked in process."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import history_repo
+from opbench.integrations.cli import main
+from opbench.store import baselines
+
+
+def opbench_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "opbench", *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def short(commit: str) -> str:
+    return commit[:10]
+
+
+def test_regressions_names_the_step_and_the_drift_at_their_commits_and_nothing_else(measured_history):
+    store, commits = measured_history
+    r = opbench_cli("history", "--root", str(store), "--regressions")
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2, r.stdout  # the step, the drift; nothing from flat_a / flat_b
+    step, drift = lines  # largest first: the 15% step, then the ~12% drift
+    good, bad = commits[history_repo.STEP_AT - 1], commits[history_repo.STEP_AT]
+    assert step.startswith("REGRESSION  jump  (time)  step +15.")
+    assert f"commits {short(good)}..{short(bad)}" in step
+    assert drift.startswith("REGRESSION  creep  (time)  drift +1")
+    first = [short(c) for c in commits[history_repo.DRIFT_FROM - 1:history_repo.DRIFT_FROM + 1]]
+    assert any(f"commits {c}..{short(commits[-1])}" in drift for c in first), drift
+    assert "/commit" in drift and "2 change(s) up of 5.0% or more" in r.stderr
+
+
+def test_regressions_below_the_threshold_pass(measured_history):
+    r = opbench_cli("history", "--root", str(measured_history[0]), "--regressions", "--threshold", "20%")
+    assert r.returncode == 0, r.stderr
+    assert [line.split()[0] for line in r.stdout.splitlines()] == ["slower", "slower"]
+
+
+def test_history_lists_a_benchmarks_runs_in_commit_order(measured_history):
+    store, commits = measured_history
+    r = opbench_cli("history", "--root", str(store), "jump")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith("  ")
+            and not line.strip().startswith("change:")]
+    assert [row[1] for row in rows] == [short(c) for c in commits]
+    assert {row[2] for row in rows} == {"main"}
+    changes = [line for line in r.stdout.splitlines() if "change:" in line]
+    beyond = [line for line in changes if "beyond the noise" in line]
+    assert len(beyond) == 1 and "step +15." in beyond[0]
+    assert f"{short(commits[11])}..{short(commits[12])}" in beyond[0]
+    assert all("within the noise" in line for line in changes if line not in beyond)
+
+
+def test_an_unknown_benchmark_is_named_with_those_there(measured_history):
+    r = opbench_cli("history", "--root", str(measured_history[0]), "nope")
+    assert r.returncode == 2
+    assert "'nope'" in r.stderr and "creep, flat_a, flat_b, jump" in r.stderr
+
+
+def test_no_history_says_how_to_make_one(tmp_path):
+    r = opbench_cli("history", "--root", str(tmp_path))
+    assert r.returncode == 2 and "--autosave" in r.stderr
+
+
+def test_prune_from_the_command_line(measured_store):
+    store = measured_store
+    r = opbench_cli("history", "--root", str(store), "--prune-keep", "5", "jump")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("pruned 25 run(s)") and len(baselines.runs(store)) == 5
+
+
+
+def test_another_machine_is_named_with_the_machines_there(measured_history, capsys):
+    root = str(measured_history[0])
+    assert main(["history", "--root", root, "--machine", "elsewhere", "jump"]) == 2
+    err = capsys.readouterr().err
+    assert "no saved runs of machine elsewhere" in err
+    assert f"machines there: {baselines.machine_id()}; --machine picks one" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--threshold", "five"], "--threshold must look like '5%' or '0.05'"),
+    (["--threshold", "150%"], "--threshold must be between 0% and 100%"),
+    (["--prune-keep", "-1"], "--prune-keep must be >= 0, got -1"),
+])
+def test_bad_options_are_named_and_prune_nothing(measured_store, capsys, args, message):
+    before = baselines.runs(measured_store)
+    assert main(["history", "--root", str(measured_store), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert baselines.runs(measured_store) == before
+
+
+def test_pruning_everything_is_not_an_error(measured_store, capsys):
+    assert main(["history", "--root", str(measured_store), "--prune-older-than", "0"]) == 0
+    assert capsys.readouterr().out.startswith("pruned 30 run(s)")
+    assert baselines.runs(measured_store) == []
