@@ -30,3 +30,22 @@ def test_end_to_end_with_a_markdown_report_file(repo: Path, tmp_path: Path) -> N
     assert proc.stdout == out.read_text()
     assert proc.stdout.startswith("### opbench: 1 regression — 1 of 1 benchmark(s) slower")
     assert "round 1/3" in proc.stderr and "1 of 1 benchmark(s) decided" in proc.stderr
+
+
+def test_options_before_the_double_dash_are_abs_and_after_it_the_commands(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    import opbench.gate.ab_session
+
+    seen: dict = {}
+
+    def run_ab(command: list[str], base: str, **kwargs: object) -> SimpleNamespace:
+        seen.update(command=command, base=base, **kwargs)
+        return SimpleNamespace(render=lambda fmt: f"{fmt} report\n", interrupted=False,
+                               exit_status=0)
+    monkeypatch.setattr(opbench.gate.ab_session, "run_ab", run_ab)
+    assert main(["ab", "--base", "v1", "--rounds", "2", "--", "pytest", "-x", "--rounds", "9"]) == 0
+    assert seen["command"] == ["pytest", "-x", "--rounds", "9"]
+    assert (seen["base"], seen["rounds"]) == ("v1", 2)
+    assert capsys.readouterr().out == "text report\n"

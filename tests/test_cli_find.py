@@ -45,7 +45,6 @@ def found(*, uncertain: bool = False) -> bisection.Bisection:
 def test_find_passes_its_options_and_prints_the_commit(fake_find, capsys):
     calls, answer = fake_find
     answer.append(found())
-    # Options before BENCHMARK: after BAD, argparse's REMAINDER would take them as COMMAND.
     assert main(["find", "--runs", "2", "--max-runs", "6", "--timeout", "30", "--prepare",
                  "pip install -e .", "jump", "v1", "v2", "--", "python", "bench.py"]) == 0
     ((args, kwargs),) = calls
@@ -57,6 +56,18 @@ def test_find_passes_its_options_and_prints_the_commit(fake_find, capsys):
     assert f"last at the old level: {'a' * 40} change 11" in out
     assert "1 bisection step(s), 3 commits measured" in out and "noise 0.40%" in out
     assert "warning" not in out
+
+
+def test_options_after_bad_are_options_not_part_of_the_command(fake_find):
+    # The usage line's order, `find BENCHMARK GOOD BAD [options] -- COMMAND`: argparse's
+    # REMAINDER once took `--runs 2` as the start of COMMAND and ran with runs=1.
+    calls, answer = fake_find
+    answer.append(found())
+    assert main(["find", "jump", "v1", "v2", "--runs", "2", "--max-runs", "6", "--",
+                 "python", "-m", "pytest", "--runs", "9"]) == 0
+    ((args, kwargs),) = calls
+    assert args == ("jump", "v1", "v2", ["python", "-m", "pytest", "--runs", "9"])
+    assert (kwargs["runs"], kwargs["max_runs"]) == (2, 6)
 
 
 def test_an_uncertain_probe_is_warned_about(fake_find, capsys):

@@ -97,9 +97,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _takes_a_command(parser: argparse.ArgumentParser) -> bool:
+    """Whether a subcommand ends with a ``-- COMMAND`` of its own (ab, find)."""
+    return any(a.dest == "command" and a.nargs == "*" for a in parser._actions)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args, unknown = parser.parse_known_args(argv)
+    if "--" in argv and _takes_a_command(args._parser):
+        # `ab`/`find ... [options] -- COMMAND`: argparse would take options written
+        # before `--` as part of COMMAND (a REMAINDER swallows them, a `*` stops
+        # early), so the options are parsed apart and COMMAND is what follows `--`.
+        cut = argv.index("--")
+        args, unknown = parser.parse_known_args(argv[:cut])
+        args.command = argv[cut + 1:]
     if unknown:  # the command's own usage, not the program's
         args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:

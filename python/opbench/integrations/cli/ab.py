@@ -69,7 +69,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="what a run contributes per benchmark: the 10th percentile of its "
                         "per-run times (default: the code's cost when the machine let it "
                         "run) or its median")
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+    p.add_argument("command", nargs="*", metavar="-- COMMAND",
                    help="the benchmark command (after --)")
     return p
 

@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--timeout", type=float, help="seconds one run of COMMAND may take")
     p.add_argument("--prepare", help="a command run once in each worktree before COMMAND "
                                      "(an install); split on spaces")
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+    p.add_argument("command", nargs="*", metavar="-- COMMAND",
                    help="the command that measures and saves a results file")
     return p
 
