@@ -36,6 +36,8 @@ import sys
 import tempfile
 import textwrap
 
+from opbench.integrations.pytest_plugin.options import load_args
+
 SUITE = textwrap.dedent("""
     import torch
 
@@ -88,14 +90,6 @@ _PEER_STATEMENTS = {
 }
 
 
-def _plugin_args() -> list[str]:
-    import importlib.metadata
-
-    installed = any(ep.value == "opbench.pytest_plugin"
-                    for ep in importlib.metadata.entry_points(group="pytest11"))
-    return [] if installed else ["-p", "opbench.pytest_plugin"]
-
-
 def _place(root: str, k: int) -> tuple[str, dict[str, str]]:
     """Process ``k``'s working directory (a name of 7k letters) and environment (3k KB
     of padding more than this one's)."""
@@ -112,7 +106,7 @@ def _opbench_process(root: str, k: int) -> dict[str, float]:
         f.write(SUITE)
     out = os.path.join(folder, "counts.json")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *_plugin_args(), "--opbench-mode=instructions", "--opbench-save",
+                           *load_args(), "--opbench-mode=instructions", "--opbench-save",
                            out, "test_suite.py"], cwd=folder, env=env, capture_output=True,
                           text=True, timeout=1800)
     if done.returncode != 0:

@@ -26,7 +26,6 @@ Usage: python benchmarks/gate.py [--quick] [--runs N]
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -34,6 +33,8 @@ import sys
 import tempfile
 import textwrap
 import time
+
+from opbench.integrations.pytest_plugin.options import load_args
 
 N = 3000  # loop length of the benchmarked function: tens of microseconds
 
@@ -56,17 +57,11 @@ SUITE = textwrap.dedent("""
 """)
 
 
-def _plugin_args() -> list[str]:
-    installed = any(ep.value in ("opbench.pytest_plugin", "opbench.integrations.pytest_plugin")
-                    for ep in importlib.metadata.entry_points(group="pytest11"))
-    return [] if installed else ["-p", "opbench.integrations.pytest_plugin"]
-
-
 def _session(folder: str, n: int, *args: str) -> int:
     env = dict(os.environ, GATE_N=str(n))
     env.pop("PYTEST_ADDOPTS", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *_plugin_args(), *args], cwd=folder, env=env,
+                           *load_args(), *args], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=900)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"pytest {' '.join(args)} failed ({proc.returncode}):\n"

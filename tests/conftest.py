@@ -5,12 +5,13 @@ where torch is not installed. The helpers that compare torch objects import it
 when called."""
 from __future__ import annotations
 
-import importlib.metadata
 import random
 import re
 import zlib
 
 import pytest
+
+from opbench.integrations.pytest_plugin.options import load_args
 
 
 class MockTimer:
@@ -41,15 +42,8 @@ class MockTimer:
         return (self.OVERHEAD + self._cost * number * spike) * noise
 
 
-def _installed_as_entry_point() -> bool:
-    return any(ep.value in ("opbench.pytest_plugin", "opbench.integrations.pytest_plugin")
-               for ep in importlib.metadata.entry_points(group="pytest11"))
-
-
-# Arguments that load opbench's pytest plugin in an inner pytest run. Once
-# opbench is installed its entry point loads it; `-p` again would register
-# the module twice.
-PYTEST_PLUGIN_ARGS = [] if _installed_as_entry_point() else ["-p", "opbench.integrations.pytest_plugin"]
+# Arguments that load opbench's pytest plugin in an inner pytest run.
+PYTEST_PLUGIN_ARGS = load_args()
 
 
 def strip_object_line(text: str) -> str:

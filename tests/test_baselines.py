@@ -14,6 +14,7 @@ import pytest
 
 from opbench._files import atomic_write_numbered, numbers_taken, remove_numbered
 from opbench.core.measurement import Measurement, TaskSpec
+from opbench.integrations.pytest_plugin.options import load_args
 from opbench.store import baselines
 from opbench.store.results import load
 
@@ -164,8 +165,8 @@ def test_pytest_autosave_is_what_the_cli_finds_from_a_subdirectory(tmp_path):
     """))
     sub = tmp_path / "sub"
     sub.mkdir()
-    env_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "opbench.pytest_plugin",
-               "-p", "no:cacheprovider", "--opbench-autosave", str(tmp_path / "test_x.py")]
+    env_cmd = [sys.executable, "-m", "pytest", "-q", *load_args(), "-p", "no:cacheprovider",
+               "--opbench-autosave", str(tmp_path / "test_x.py")]
     done = subprocess.run(env_cmd, cwd=sub, capture_output=True, text=True, timeout=300,
                           env=_env_without_baseline_dir())
     assert done.returncode == 0, done.stdout + done.stderr

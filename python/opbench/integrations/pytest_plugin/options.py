@@ -1,8 +1,28 @@
-"""The plugin's command-line options (``--opbench-*``), and the one that picks tests:
-``--opbench-only`` / ``--opbench-skip``."""
+"""The plugin's command-line options (``--opbench-*``), the one that picks tests:
+``--opbench-only`` / ``--opbench-skip``, and the arguments that load the plugin in a
+pytest of one's own (``load_args``)."""
 from __future__ import annotations
 
+import importlib.metadata
+
 import pytest
+
+# The module pytest registers; the entry point of an installed opbench names it.
+PLUGIN = "opbench.integrations.pytest_plugin"
+
+
+def load_args() -> list[str]:
+    """The arguments that load opbench's plugin in a pytest this process starts: none
+    once opbench is installed (its pytest11 entry point loads it, and ``-p`` again
+    would register the module a second time, which pytest refuses), else
+    ``["-p", PLUGIN]`` (a source checkout on the path).
+
+    >>> load_args() in ([], ["-p", "opbench.integrations.pytest_plugin"])
+    True
+    """
+    installed = any(ep.value in (PLUGIN, "opbench.pytest_plugin")  # the latter: before 0.2
+                    for ep in importlib.metadata.entry_points(group="pytest11"))
+    return [] if installed else ["-p", PLUGIN]
 
 # Methods of opbench.Timer (or opbench.core.stopping) the fixture measures with.
 _METHODS = ("blocked_autorange", "adaptive_autorange", "converge")
