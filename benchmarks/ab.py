@@ -50,10 +50,11 @@ import warnings
 
 import torch
 import torch.utils.benchmark as tb
-from gate import SUITE, N, _plugin_args
+from gate import SUITE, N
 
 import opbench
 from opbench.gate.ab import compare_ab
+from opbench.integrations.pytest_plugin.options import load_args
 
 LOOP = "for _ in range({k}): torch.add(x, 1, out=y)"
 # The suite reads its loop length from a file the working tree edits (the "change").
@@ -91,7 +92,7 @@ def in_process(quick: bool) -> None:
 
 
 def _pytest(*args: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_plugin_args(),
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *load_args(),
             *args]
 
 
