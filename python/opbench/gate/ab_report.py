@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from opbench.callgrind.function_diff import FunctionChange
-from opbench.gate import Report, describe_environment, environment_differences
+from opbench.gate import FORMATS, Report, describe_environment, environment_differences
 
 __all__ = ["ABReport", "FailedRun", "Side"]
 
@@ -79,7 +79,7 @@ class ABReport:
 
     def render(self, fmt: str = "text") -> str:
         """``"text"``, ``"markdown"`` or ``"json"``."""
-        if fmt not in ("text", "markdown", "json"):
+        if fmt not in FORMATS:
             raise ValueError(f"format must be text, markdown or json, got {fmt!r}")
         return {"text": self.text, "markdown": self.markdown, "json": self.json}[fmt]()
 
