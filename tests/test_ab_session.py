@@ -163,6 +163,7 @@ def test_ctrl_c_keeps_the_rounds_that_finished(repo: Path, tmp_path: Path) -> No
     assert git(repo, "worktree", "list").count("\n") == 0  # the base's worktree removed
 
 
+@pytest.mark.slow  # valgrind
 def test_instruction_mode_decides_in_one_round_and_names_the_function(repo: Path) -> None:
     (repo / "test_count.py").write_text(textwrap.dedent("""
         import mylib

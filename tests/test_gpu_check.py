@@ -38,6 +38,7 @@ def rows_of(out: Path) -> list[dict]:
             for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow  # runs the whole script (compiles the fake driver)
 def test_the_check_runs_end_to_end_on_the_fake_driver(run):
     out, proc = run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -49,6 +50,7 @@ def test_the_check_runs_end_to_end_on_the_fake_driver(run):
     assert "every step passed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_every_row_the_issue_lists_is_there(run):
     out, _ = run
     rows = rows_of(out)
@@ -70,6 +72,7 @@ def test_every_row_the_issue_lists_is_there(run):
     assert skipped and all("GPU" in r["skipped"] for r in skipped)  # the peers need a real GPU
 
 
+@pytest.mark.slow
 def test_the_table_is_printed_from_the_files(run):
     out, proc = run
     tail = proc.stdout[proc.stdout.index("==== table"):]

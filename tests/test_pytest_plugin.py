@@ -487,6 +487,7 @@ def test_instruction_mode_gates_a_one_percent_change_exactly(pytester: pytest.Py
     slower.stdout.fnmatch_lines(["test_count.py::test_work * 1.010 *REGRESSION"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (CI installs it)")
 def test_instruction_mode_counts_only_the_statements_own_work(pytester: pytest.Pytester) -> None:
     """torch's intra-op pool at the Timer's thread count (1), its workers asleep: a
