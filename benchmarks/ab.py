@@ -15,8 +15,9 @@ Part 2, two revisions. Each repetition makes a git repository holding the gate
 benchmark's suite (a loop of 3000 additions, ``benchmarks/gate.py``), commits it as
 the base, and edits the working tree to the same function unchanged, 5% slower, 10%
 slower or 2x slower. For each, whether each tool fails (exit status 1):
-- ``opbench ab --base HEAD --rounds 5`` (turns: both processes at once, taking turns
-  to time), and the same with ``--interleave runs`` (one run after the other, ABBA);
+- ``opbench ab --base HEAD`` (its defaults: one wave of three rounds, the three base and
+  three head processes at once, taking turns to time), and with ``--with-runs`` also
+  ``--rounds 5 --interleave runs`` (one run after the other, ABBA);
 - ``compare`` on one run each: ``--opbench-save`` at the base, then
   ``--opbench-compare --opbench-fail-above 5%``;
 - pytest-benchmark: ``--benchmark-autosave`` then
@@ -35,6 +36,7 @@ each run summarised by its median and by its 10th percentile. Narrower is what l
 rounds decide.
 
 Usage: python benchmarks/ab.py [--quick] [--reps N] [--instruction-reps M] [--part 1|2|3|all]
+       [--with-runs]
 """
 from __future__ import annotations
 
@@ -139,11 +141,12 @@ def _time_repetition(factors: dict[str, float], rounds: int,
             for tool in tools:
                 _set_n(folder, N)
                 if tool.startswith("opbench ab"):
-                    how = "runs" if "runs" in tool else "turns"
                     _set_n(folder, round(N * factor))
+                    options = (["--rounds", str(rounds), "--interleave", "runs"] if "runs" in tool
+                               else ["--rounds", str(min(rounds, 3))])
                     code, seconds, _ = _timed(
-                        [sys.executable, "-m", "opbench", "ab", "--base", "HEAD", "--rounds",
-                         str(rounds), "--interleave", how, "--", *_pytest(*_OPBENCH)], folder)
+                        [sys.executable, "-m", "opbench", "ab", "--base", "HEAD", *options, "--",
+                         *_pytest(*_OPBENCH)], folder)
                 elif tool.startswith("compare"):
                     _, first, _ = _timed(_pytest(*_OPBENCH, "--opbench-save", "base.json"),
                                          folder)
@@ -206,16 +209,18 @@ def _print_tables(timed: list[dict[str, dict[str, tuple[bool, float]]]],
               f"{_cell([c['+1%'][1] for c in counted])}", flush=True)
 
 
-def revisions(quick: bool, reps: int, instruction_reps: int) -> None:
+def revisions(quick: bool, reps: int, instruction_reps: int, with_runs: bool) -> None:
     """Part 2: ab vs compare vs pytest-benchmark on two revisions, repeated."""
     factors = {"identical": 1.0, "5%": 1.05, "10%": 1.10, "2x": 2.0}
-    tools = ["opbench ab --rounds 5 (turns)", "opbench ab --rounds 5 --interleave runs",
+    tools = ["opbench ab (3 rounds in one wave, taking turns)",
              "compare on one run each (--opbench-fail-above 5%)",
              "pytest-benchmark (median:5%)"]
+    if with_runs:
+        tools.insert(1, "opbench ab --rounds 5 --interleave runs")
     rounds = 5
     if quick:  # a smoke run: well under a minute
         factors, rounds, reps, instruction_reps = {"2x": 2.0}, 2, 1, 0
-        tools = ["opbench ab --rounds 2 (turns)", tools[2]]
+        tools = ["opbench ab --rounds 2 (one wave, taking turns)", tools[-2]]
     timed: list[dict[str, dict[str, tuple[bool, float]]]] = []
     counted: list[dict[str, tuple[bool, bool]]] = []
     has_valgrind = shutil.which("valgrind") is not None
@@ -281,13 +286,16 @@ def main() -> None:
     parser.add_argument("--spread-rounds", type=int, default=8,
                         help="rounds of part 3 (default 8, as the issue's measurement)")
     parser.add_argument("--part", choices=("1", "2", "3", "all"), default="all")
+    parser.add_argument("--with-runs", action="store_true",
+                        help="part 2 also times ab --interleave runs (5 rounds one after the "
+                             "other: about 10 s more per change and repetition)")
     args = parser.parse_args()
     if args.part in ("1", "all"):
         in_process(args.quick)
     if args.part in ("3", "all"):
         spread(args.quick, args.spread_rounds)
     if args.part in ("2", "all"):
-        revisions(args.quick, args.reps, args.instruction_reps)
+        revisions(args.quick, args.reps, args.instruction_reps, args.with_runs)
 
 
 if __name__ == "__main__":

@@ -68,9 +68,9 @@ PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PYTES
 
 def test_pytest_suite_takes_turns_and_stops_early(repo: Path) -> None:
     edit(repo, 2e-6, lenient=1.2e-6)  # 2x slower; 20% slower under its own 30% threshold
-    report = run_ab(PYTEST, "HEAD", rounds=4, log=None)
-    assert report.interleave == "turns"
-    assert (report.rounds, report.stopped_early) == (2, True)  # decided at the first look
+    report = run_ab(PYTEST, "HEAD", rounds=4, wave=2, log=None)
+    assert report.interleave == "turns" and report.wave == 2
+    assert (report.rounds, report.stopped_early) == (2, True)  # decided after the first wave
     rows = {r.key: r for r in report.gate.rows}
     work, lenient = rows["test_suite.py::test_work"], rows["test_suite.py::test_lenient"]
     assert work.status == "regression" and work.decision.ratio == pytest.approx(2.0)
@@ -85,9 +85,22 @@ def test_pytest_suite_takes_turns_and_stops_early(repo: Path) -> None:
 
 
 def test_unchanged_code_is_the_same(repo: Path) -> None:
-    report = run_ab(PYTEST, "HEAD", rounds=3, log=None)
+    report = run_ab(PYTEST, "HEAD", rounds=4, wave=2, log=None)
     assert {r.status for r in report.gate.rows} == {"same"}
     assert report.exit_status == 0 and report.stopped_early
+
+
+def test_by_default_one_wave_of_three_pairs_runs_at_once(repo: Path) -> None:
+    edit(repo, 1.5e-6)
+    report = run_ab(PYTEST, "HEAD", log=None)
+    assert (report.rounds, report.max_rounds, report.wave) == (3, 3, 3)
+    assert not report.stopped_early  # one wave: one look, at the end
+    assert "3 base and 3 head processes at once, taking turns to time" in report.text()
+    assert json.loads(report.json())["wave"] == 3
+    # One wave: the runs are replicates in one block, 2 x 3 - 2 degrees of freedom.
+    assert "in 1 wave(s) of process pairs, each run a replicate" in report.gate.method
+    work = {r.key: r for r in report.gate.rows}["test_suite.py::test_work"]
+    assert work.status == "regression" and work.runs == (3, 3)
 
 
 def test_a_script_runs_one_after_the_other_in_abba_order(repo: Path, tmp_path: Path) -> None:
@@ -161,6 +174,38 @@ def test_ctrl_c_keeps_the_rounds_that_finished(repo: Path, tmp_path: Path) -> No
     assert doc["gate"]["rows"][0]["runs"] == [1, 1]  # round 1 kept, reported
     assert "interrupted" in err
     assert git(repo, "worktree", "list").count("\n") == 0  # the base's worktree removed
+
+
+def test_ctrl_c_in_a_wave_keeps_the_rounds_whose_runs_finished(repo: Path, tmp_path: Path) -> None:
+    marker, keep = tmp_path / "hanging", tmp_path / "runs"
+    # Both runs of round 3 hang after timing (their results file names the round).
+    (repo / "test_suite.py").write_text(SUITE + textwrap.dedent(f"""
+        import os, time
+
+        def test_zz_hang():
+            if "round3_" in os.environ.get("OPBENCH_RESULTS_FILE", ""):
+                open({str(marker)!r}, "a").close()
+                time.sleep(120)
+    """))
+    git(repo, "commit", "-qam", "round 3 hangs")
+    edit(repo, 2e-6)
+    proc = subprocess.Popen([sys.executable, "-m", "opbench", "ab", "--base", "HEAD",
+                             "--format", "json", "--keep", str(keep), "--", *PYTEST], cwd=repo,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finished = [keep / f"round{r}_{side}.json" for r in (1, 2) for side in ("base", "head")]
+    deadline = time.monotonic() + 120
+    while not (marker.exists() and all(f.exists() for f in finished)) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists() and all(f.exists() for f in finished)
+    time.sleep(1)  # the four finished processes exit after writing their files
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    doc = json.loads(out)
+    assert doc["interrupted"] is True and doc["rounds"] == 2 and doc["failed_runs"] == []
+    work = [r for r in doc["gate"]["rows"] if r["key"] == "test_suite.py::test_work"]
+    assert work[0]["runs"] == [2, 2]
 
 
 @pytest.mark.slow  # valgrind
@@ -241,3 +286,20 @@ def test_each_run_gives_its_fast_tail_or_its_median() -> None:
     assert middle.decision.verdict == "inconclusive"  # the mix swings the medians 1x to 5x
     with pytest.raises(ValueError, match="statistic must be one of p10, median"):
         run_ab(PYTEST, "HEAD", statistic="mean", log=None)
+
+
+def test_a_side_whose_opbench_has_no_turns_is_told_apart(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from opbench.gate.ab_session import _speaks_turns
+
+    def side(root: Path, with_turns: bool) -> SimpleNamespace:
+        (root / "opbench" / "gate").mkdir(parents=True)
+        (root / "opbench" / "__init__.py").write_text("")
+        if with_turns:
+            (root / "opbench" / "gate" / "turns.py").write_text("")
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        return SimpleNamespace(path=root, environment=lambda: env)
+
+    assert _speaks_turns([side(tmp_path / "old", False), side(tmp_path / "new", True)]) == \
+        [False, True]

@@ -17,6 +17,8 @@ def test_usage_errors_exit_2(repo: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["ab", "--base", "nope", "--", sys.executable, "bench.py"]) == 2
     assert "'nope' names no commit" in capsys.readouterr().err
     assert main(["ab", "--base", "HEAD", "--rounds", "0", "--", "x"]) == 2
+    assert main(["ab", "--base", "HEAD", "--wave", "0", "--", "x"]) == 2
+    assert "--wave must be a positive integer" in capsys.readouterr().err
     assert main(["ab", "--base", "HEAD", "--threshold", "150%", "--", "x"]) == 2
 
 
@@ -45,7 +47,8 @@ def test_options_before_the_double_dash_are_abs_and_after_it_the_commands(
         return SimpleNamespace(render=lambda fmt: f"{fmt} report\n", interrupted=False,
                                exit_status=0)
     monkeypatch.setattr(opbench.gate.ab_session, "run_ab", run_ab)
-    assert main(["ab", "--base", "v1", "--rounds", "2", "--", "pytest", "-x", "--rounds", "9"]) == 0
+    assert main(["ab", "--base", "v1", "--rounds", "2", "--wave", "1", "--", "pytest", "-x",
+                 "--rounds", "9"]) == 0
     assert seen["command"] == ["pytest", "-x", "--rounds", "9"]
-    assert (seen["base"], seen["rounds"]) == ("v1", 2)
+    assert (seen["base"], seen["rounds"], seen["wave"]) == ("v1", 2, 1)
     assert capsys.readouterr().out == "text report\n"

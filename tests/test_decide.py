@@ -111,3 +111,29 @@ def test_runs_hold_the_between_run_variance_and_few_runs_stay_wide():
     assert holm([0.3, 0.2, 0.001], 0.05) == pytest.approx([0.025, 0.025, 0.05 / 3])
     spent = sum(1 - run_look_confidence(k, 4, 0.95) for k in range(1, 5))
     assert spent == pytest.approx(0.05) and 1 - run_look_confidence(4, 4, 0.95) >= 0.025
+
+
+def test_runs_in_blocks_pool_a_wave_and_pair_single_rounds() -> None:
+    import math
+    import statistics
+
+    _run_logs = decide._run_logs
+
+    old, new = [1.0, 1.02, 0.97, 1.01], [1.1, 1.12, 1.08, 1.13]
+    lx, ly = [math.log(v) for v in old], [math.log(v) for v in new]
+    d = [b - a for a, b in zip(lx, ly)]
+    # Each pair its own block: the paired t test.
+    assert _run_logs(old, new, True, [0, 1, 2, 3]) == pytest.approx(
+        (statistics.fmean(d), statistics.stdev(d) / 2, 3))
+    assert _run_logs(old, new, True) == _run_logs(old, new, True, [0, 1, 2, 3])
+    # One block of four pairs: the pooled two-sample t test, 2 x 4 - 2 degrees of freedom.
+    pooled = math.sqrt((statistics.variance(lx) + statistics.variance(ly)) / 2)
+    assert _run_logs(old, new, True, [0] * 4) == pytest.approx(
+        (statistics.fmean(ly) - statistics.fmean(lx), pooled * math.sqrt(2 / 4), 6))
+    # What a block shares cancels: a whole wave 10% slower moves nothing.
+    shifted = [v * 1.1 for v in old[2:]], [v * 1.1 for v in new[2:]]
+    a = _run_logs(old, new, True, [0, 0, 1, 1])
+    b = _run_logs(old[:2] + shifted[0], new[:2] + shifted[1], True, [0, 0, 1, 1])
+    assert a == pytest.approx(b)
+    with pytest.raises(ValueError, match="label each pair"):
+        decide.runs(old, new, 0.05, blocks=[0, 0])

@@ -17,7 +17,8 @@ from plugin_doubles import FakeConfig
 
 def test_the_ab_options_and_their_values_are_dropped_from_the_runs() -> None:
     argv = ["python", "-m", "pytest", "--opbench-base", "HEAD~1", "-k", "bench",
-            "--opbench-rounds=3", "--opbench-report", "r.md", "--opbench-min-time", "0.1", "tests"]
+            "--opbench-rounds=3", "--opbench-wave", "2", "--opbench-report", "r.md",
+            "--opbench-min-time", "0.1", "tests"]
     assert ab._without(argv, ab._AB_OPTIONS) == \
         ["python", "-m", "pytest", "-k", "bench", "--opbench-min-time", "0.1", "tests"]
 
@@ -28,6 +29,7 @@ def test_the_ab_options_and_their_values_are_dropped_from_the_runs() -> None:
     ({"numprocesses": 2}, "drop --opbench-disable and -n"),
     ({"opbench_disable": True}, "drop --opbench-disable and -n"),
     ({"opbench_rounds": 0}, "--opbench-rounds must be a positive integer"),
+    ({"opbench_wave": 0}, "--opbench-wave must be a positive integer"),
     ({"opbench_fail_above": "lots"}, "--opbench-fail-above"),
 ])
 def test_options_that_cannot_go_with_a_base_are_usage_errors(overrides: dict, message: str) -> None:
@@ -59,7 +61,7 @@ def test_the_ab_sessions_status_is_the_sessions(monkeypatch: pytest.MonkeyPatch,
                         opbench_format="json")
     assert ab.pytest_cmdline_main(config) == expected  # type: ignore[arg-type]
     assert seen["argv"] == ["py", "-m", "pytest", "-x"] and seen["base"] == "v1"
-    assert seen["threshold"] == pytest.approx(0.10) and seen["rounds"] == 5
+    assert seen["threshold"] == pytest.approx(0.10) and (seen["rounds"], seen["wave"]) == (3, 3)
     assert report.read_text() == "report as json\n"
     assert "the A/B report" in capsys.readouterr().out
 

@@ -67,3 +67,26 @@ def test_workers_hand_their_results_to_the_controller() -> None:
     pytest_testnodedown(SimpleNamespace(config=controller, workeroutput={_WORKER_KEY: text}), None)
     assert [r.task_spec.key for r in controller.stash[_STATE].results] == ["f()"]
     assert text == dumps([_m("f()", 1e-6)], environment={})
+
+
+def test_in_an_ab_wave_the_process_winds_down_holding_the_turn(tmp_path: Path) -> None:
+    # Saving, reporting and exit run while this process holds timing off (asked, never
+    # given back), so no other process of the wave times beside its teardown.
+    class Client:
+        def __init__(self) -> None:
+            self.events: list[str] = []
+
+        def hold_to_exit(self) -> None:
+            self.events.append("hold_to_exit")
+
+        def release(self) -> None:
+            self.events.append("release")
+
+    config = FakeConfig(opbench_save=str(tmp_path / "r.json"))
+    state = _Session(config)  # type: ignore[arg-type]
+    state.turns = client = Client()
+    config.stash[_STATE] = state
+    state.results.append(_m("f()", 1e-6))
+    pytest_sessionfinish(SimpleNamespace(config=config, exitstatus=0), 0)  # type: ignore[arg-type]
+    assert client.events == ["hold_to_exit"]
+    assert load(tmp_path / "r.json").all()  # and it saved after taking the turn

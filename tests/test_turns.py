@@ -1,12 +1,13 @@
-"""opbench.gate.turns: two workers take turns to time, never both at once, in ABBA order."""
+"""opbench.gate.turns: workers take turns to time, never two at once, ABBA within each pair."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import pytest
 
-from opbench.gate.turns import Coordinator, TakingTurns, TurnClient
+from opbench.gate.turns import Coordinator, TakingTurns, TurnClient, client_from_environment
 
 
 def _workers(coordinator: Coordinator, blocks: list[int], log: list[tuple[int, str]],
@@ -22,7 +23,7 @@ def _workers(coordinator: Coordinator, blocks: list[int], log: list[tuple[int, s
             log.append((side, "end"))
             client.release()
 
-    return [threading.Thread(target=work, args=(side,)) for side in (0, 1)]
+    return [threading.Thread(target=work, args=(side,)) for side in range(len(blocks))]
 
 
 def _serve(coordinator: Coordinator, threads: list[threading.Thread]) -> None:
@@ -94,3 +95,98 @@ def test_taking_turns_hands_over_between_blocks() -> None:
     assert timer.block_size(0.2) == 20 and timer.run(20) == pytest.approx(2e-3)
     # Calibration took the turn; the block used it up (quantum 0) and handed it over.
     assert client.events == ["acquire", "release", "acquire"]
+
+
+def test_a_wave_of_pairs_goes_round_forth_and_back_one_at_a_time() -> None:
+    log: list[tuple[int, str]] = []
+    coordinator = Coordinator(first=0, partner_wait=5.0, workers=6)
+    # Worker 5 starts late: nothing is timed before every worker has arrived.
+    _serve(coordinator, _workers(coordinator, [6] * 6, log, [0.0] * 5 + [0.3]))
+    holding = 0
+    for _, event in log:
+        holding += 1 if event == "start" else -1
+        assert holding in (0, 1)  # never two at once
+    order = [w for w, event in log if event == "start"]
+    assert coordinator.turns == [6] * 6
+    # Once everyone waits: b0 h0 h1 b1 b2 h2, then back: h2 b2 b1 h1 h0 b0 (ABBA per pair).
+    assert order == [0, 1, 3, 2, 4, 5, 5, 4, 2, 3, 1, 0] * 3
+
+
+def test_workers_come_in_pairs() -> None:
+    with pytest.raises(ValueError, match="pairs"):
+        Coordinator(workers=3)
+
+
+def test_ending_workers_share_a_hold_that_keeps_everyone_from_timing() -> None:
+    coordinator = Coordinator(first=0, partner_wait=0.05, workers=4)
+    log: list[tuple[float, int, str]] = []
+    both_done = threading.Barrier(2)
+
+    def work(w: int, blocks: int) -> None:
+        read_fd, write_fd, _, protocol = coordinator.environment(w)[
+            "OPBENCH_AB_TURNS"].split(",")
+        assert (int(read_fd), int(write_fd), protocol) == (*coordinator.worker_fds(w), "x")
+        client = TurnClient(int(read_fd), int(write_fd), 0.0, exit_holds=True)
+        for _ in range(blocks):
+            client.acquire()
+            log.append((time.monotonic(), w, "start"))
+            time.sleep(0.002)
+            log.append((time.monotonic(), w, "end"))
+            client.release()
+        if w < 2:
+            both_done.wait()  # workers 0 and 1 end at once
+        client.hold_to_exit()
+        log.append((time.monotonic(), w, "exit held"))
+        time.sleep(0.1)  # saving, reporting, the interpreter's exit
+        log.append((time.monotonic(), w, "exit done"))
+
+    threads = [threading.Thread(target=work, args=(w, n)) for w, n in enumerate([2, 2, 30, 30])]
+    _serve(coordinator, threads)
+    held = {w: (t, next(u for u, v, e in log if v == w and e == "exit done"))
+            for t, w, e in log if e == "exit held"}
+    assert sorted(held) == [0, 1, 2, 3]
+    # Workers 0 and 1 ended together: their holds overlapped (one wait, not two)...
+    assert held[1][0] < held[0][1] and held[0][0] < held[1][1]
+    # ...and nobody timed while any end was held.
+    for t, w, e in log:
+        if e == "start":
+            assert not any(a <= t <= b for v, (a, b) in held.items() if v != w), (w, t)
+
+
+def test_a_worker_of_an_older_coordinator_holds_the_turn_to_exit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # No ",x" in $OPBENCH_AB_TURNS: the coordinator knows no shared holds (it would never
+    # answer an "x"), so the worker asks for the ordinary turn and never gives it back.
+    requests, grants = os.pipe(), os.pipe()
+    try:
+        os.write(grants[1], b"g")
+        monkeypatch.setenv("OPBENCH_AB_TURNS", f"{grants[0]},{requests[1]},0.02")
+        client = client_from_environment()
+        assert client is not None
+        client.hold_to_exit()
+        assert client.held and os.read(requests[0], 16) == b"a"
+    finally:
+        for fd in (*requests, *grants):
+            os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")
+def test_workers_time_on_the_coordinators_cpu_and_end_on_their_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    own = os.sched_getaffinity(0)
+    cpu = max(own)
+    coordinator = Coordinator(workers=2, cpu=cpu)
+    monkeypatch.setenv("OPBENCH_AB_TURNS", coordinator.environment(0)["OPBENCH_AB_TURNS"])
+    assert coordinator.environment(0)["OPBENCH_AB_TURNS"].endswith(f",x,cpu={cpu}")
+    client = client_from_environment()
+    assert client is not None
+    try:
+        os.write(coordinator._grants[0][1], b"gg")  # the coordinator's grants, by hand
+        client.acquire()
+        assert os.sched_getaffinity(0) == {cpu}  # timing: pinned
+        client.hold_to_exit()
+        assert os.sched_getaffinity(0) == own  # ending: anywhere again
+        assert os.read(coordinator._requests[0][0], 16) == b"arx"
+    finally:
+        os.sched_setaffinity(0, own)
+        coordinator.close()

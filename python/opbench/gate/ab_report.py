@@ -68,6 +68,7 @@ class ABReport:
     stopped_early: bool = False
     interrupted: bool = False
     interleave: str = "runs"
+    wave: int = 1
     failed: tuple[FailedRun, ...] = ()
     functions: tuple[tuple[str, tuple[FunctionChange, ...]], ...] = ()
     seconds: float = 0.0
@@ -89,7 +90,9 @@ class ABReport:
         return (f"opbench ab: {self.base.title()} vs {self.head.title()}, {self.mode} mode")
 
     def _how(self) -> str:
-        how = {"turns": "base and head processes at once, taking turns to time",
+        pairs = (f"{self.wave} base and {self.wave} head processes at once"
+                 if self.wave > 1 else "base and head processes at once")
+        how = {"turns": f"{pairs}, taking turns to time",
                "runs": "base and head runs one after the other, ABBA order",
                "concurrent": "base and head runs at once (instruction counts do not depend "
                              "on load)"}.get(self.interleave, self.interleave)
@@ -175,6 +178,7 @@ class ABReport:
             "command": list(self.command), "mode": self.mode, "rounds": self.rounds,
             "max_rounds": self.max_rounds, "stopped_early": self.stopped_early,
             "interrupted": self.interrupted, "interleave": self.interleave,
+            "wave": self.wave,
             "seconds": self.seconds, "exit_status": self.exit_status,
             "gate": self.gate.to_dict() if self.gate is not None else None,
             "failed_runs": [dataclasses.asdict(f) for f in self.failed],

@@ -6,23 +6,26 @@ is decided.
 then runs ``command`` once per side per round, each run saving a results file:
 
 * **Interleaving.** With ``interleave="turns"`` (the default for pytest
-  commands whose plugin on both sides knows ``opbench.gate.turns``), a round starts
-  the base and the head process at once and they take turns to time, in
-  slices of about 20 ms: drift of the machine lands on both sides alike. With
-  ``"runs"`` (scripts, older revisions), the two runs of a round go one after
-  the other, the order alternating by round (AB, BA, AB...: ABBA), so a
-  linear drift cancels over two rounds. Either way each round is a fresh pair
-  of processes, so the between-process variance (code placement, heap layout)
+  commands whose plugin on both sides knows ``opbench.gate.turns``), the base
+  and head processes of a *wave* of ``wave`` rounds (default 3) start at once
+  and take turns to time, in slices of about 20 ms: drift of the machine
+  lands on every run alike, and their start-ups overlap. With ``"runs"``
+  (scripts, older revisions), the two runs of a round go one after the other,
+  the order alternating by round (AB, BA, AB...: ABBA), so a linear drift
+  cancels over two rounds. Either way each round is a fresh pair of
+  processes, so the between-process variance (code placement, heap layout)
   is in the data, and each run is one replicate.
-* **The decision** (time mode): per benchmark, each round gives one value a
-  side (the 10th percentile of the run's per-run times by default, or its
-  median: ``statistic``); ``opbench.stats.decide.runs`` forms the interval of the
-  ratio from the paired values (Student's t: the between-run variance is in it), at the
-  level Holm's step-down gives it among the suite's benchmarks, with the
-  error budget spent over the rounds looked at (``decide.run_look_confidence``):
-  the chance of any false verdict in the whole session is at most
-  ``1 - confidence``. Looks start at round 2; when every benchmark is
-  decided (slower, faster or same) the session stops early.
+* **The decision** (time mode): per benchmark, each run gives one value (the
+  10th percentile of the run's per-run times by default, or its median:
+  ``statistic``); ``opbench.stats.decide.runs`` forms the interval of the
+  ratio with the wave as a block (what a wave shares cancels, every run is a
+  replicate; rounds one after the other are paired), Student's t: the
+  between-run variance is in it, at the level Holm's step-down gives it
+  among the suite's benchmarks, with the error budget spent over the looks
+  (``decide.run_look_confidence``): the chance of any false verdict in the
+  whole session is at most ``1 - confidence``. Looks come after each wave
+  (one after the other: from round 2); when every benchmark is decided
+  (slower, faster or same) the session stops early.
 * **Instruction mode** (``mode="instructions"``): counts do not depend on
   load, so one run a side decides (the two run at once), the verdicts are the
   gate's on counts, and the report lists the functions whose counts changed
@@ -33,7 +36,7 @@ then runs ``command`` once per side per round, each run saving a results file:
 
 Example::
 
-    report = run_ab(["pytest", "benchmarks/", "-q"], "main", rounds=5)
+    report = run_ab(["pytest", "benchmarks/", "-q"], "main")
     print(report.text())
     sys.exit(report.exit_status)
 """
@@ -48,6 +51,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +66,7 @@ from opbench.gate.revision import Checkout, Run
 from opbench.stats import decide, numerics
 from opbench.store.results import Results, load
 
-__all__ = ["INTERLEAVES", "MODES", "RUN_STATISTICS", "decide_rounds", "run_ab"]
+__all__ = ["INTERLEAVES", "MODES", "RUN_STATISTICS", "WAVE", "decide_rounds", "run_ab"]
 
 MODES = ("time", "instructions")
 # What one run contributes per benchmark: a quantile of its per-run times.
@@ -72,56 +76,104 @@ _BASE, _HEAD = 0, 1
 # Blocks a pytest run takes per benchmark at least (unless the command says): the 10th
 # percentile of 20 blocks is their 2nd smallest, of 50 their 5th.
 _MIN_SAMPLES = 50
+# What a pytest run of a round times per benchmark unless the command says: at least
+# _MIN_SAMPLES blocks of turns.BLOCK (0.1 s). Runs are the replicates: more, shorter runs
+# narrow the interval more than fewer, longer ones (the between-process term dominates).
+_RUN_LENGTH = (("--opbench-min-samples", _MIN_SAMPLES), ("--opbench-min-time", 0.1))
+# Rounds whose process pairs start at once and take turns (opbench.gate.turns): their
+# start-ups overlap, and one wave of three pairs gives 4 degrees of freedom.
+WAVE = 3
 _NAMES = ("base", "head")
 
 
-def _speaks_turns(side: Checkout) -> bool:
-    """Whether the side's opbench (what its command imports) takes turns."""
-    try:
-        proc = subprocess.run([sys.executable, "-c", "import opbench.gate.turns"], cwd=side.path,
-                              env=side.environment(), capture_output=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return False
-    return proc.returncode == 0
+# Prints where the first ``opbench`` package on sys.path lies ("" when none is a folder
+# there): a Python start-up without importing opbench, a tenth of an import's cost.
+_FIND_OPBENCH = ("import os, sys\n"
+                 "print(next((d for d in (os.path.join(p or os.getcwd(), 'opbench') for p in "
+                 "sys.path) if os.path.isdir(d)), ''))")
 
 
-def _concurrently(sides: tuple[Checkout, Checkout], commands: list[list[str]],
-                  files: list[Path], timeout: float | None,
-                  coordinator: turns.Coordinator | None) -> list[Run]:
-    """Both sides' runs at once (taking turns when a coordinator is given)."""
-    runs: list[Any] = [None, None]
-
-    def go(i: int) -> None:
+def _speaks_turns(sides: Sequence[Checkout]) -> list[bool]:
+    """Whether each side's opbench (what its command imports) takes turns, asked of both
+    sides at once: its package folder holds ``gate/turns.py``; where no folder on the
+    side's path holds opbench (an import hook), importing the module decides."""
+    def run(side: Checkout, code: str) -> subprocess.CompletedProcess[str] | None:
         try:
-            extra = coordinator.environment(i) if coordinator else None
-            fds = coordinator.worker_fds(i) if coordinator else ()
-            runs[i] = sides[i].run(commands[i], results_file=files[i], env=extra,
-                                   timeout=timeout, pass_fds=fds)
-        except BaseException as e:  # reported as the run's failure
-            runs[i] = e
+            return subprocess.run([sys.executable, "-c", code], cwd=side.path,
+                                  env=side.environment(), capture_output=True, text=True,
+                                  timeout=120, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return None
 
-    threads = [threading.Thread(target=go, args=(i,), daemon=True) for i in (0, 1)]
+    def check(side: Checkout) -> bool:
+        found = run(side, _FIND_OPBENCH)
+        if found is not None and found.returncode == 0 and found.stdout.strip():
+            return os.path.isfile(os.path.join(found.stdout.strip(), "gate", "turns.py"))
+        imported = run(side, "import opbench.gate.turns")
+        return imported is not None and imported.returncode == 0
+
+    with ThreadPoolExecutor(len(sides)) as pool:
+        return list(pool.map(check, sides))
+
+
+class _WaveInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a wave: ``runs`` as ``_concurrently`` returns them, those stopped
+    not ok (the pairs that had finished still count)."""
+
+    def __init__(self, runs: list[list[Run]]) -> None:
+        super().__init__()
+        self.runs = runs
+
+
+def _timing_cpu() -> int | None:
+    """The CPU a wave's workers time on: this process's last allowed one (the first is
+    where the kernel's and the shell's own work tends to land)."""
+    try:
+        return max(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def _concurrently(pairs: list[tuple[list[list[str]], list[Path]]], sides: tuple[Checkout, Checkout],
+                  timeout: float | None, coordinator: turns.Coordinator | None) -> list[list[Run]]:
+    """Every pair's base and head runs at once (taking turns when a coordinator is given:
+    worker ``2i + side`` is pair ``i``'s side), as ``[[base, head], ...]``. Ctrl-C stops
+    them all and raises ``_WaveInterrupted`` with what finished."""
+    runs: list[Any] = [None] * (2 * len(pairs))
+
+    def go(w: int) -> None:
+        (commands, files), side = pairs[w // 2], w % 2
+        try:
+            extra = coordinator.environment(w) if coordinator else None
+            fds = coordinator.worker_fds(w) if coordinator else ()
+            runs[w] = sides[side].run(commands[side], results_file=files[side], env=extra,
+                                      timeout=timeout, pass_fds=fds)
+        except BaseException as e:  # reported as the run's failure
+            runs[w] = e
+
+    threads = [threading.Thread(target=go, args=(w,), daemon=True) for w in range(len(runs))]
     try:
         for t in threads:
             t.start()
         if coordinator is not None:
-            coordinator.serve(lambda side: not threads[side].is_alive())
+            coordinator.serve(lambda w: not threads[w].is_alive())
         for t in threads:
             while t.is_alive():
                 t.join(0.1)
-    except BaseException:  # Ctrl-C: stop both commands, wait for the threads
+    except KeyboardInterrupt:  # Ctrl-C: stop every command, keep what finished
         revision._stop_running()
         for t in threads:
             t.join(30)
-        raise
+        if any(isinstance(r, BaseException) or r is None for r in runs):
+            raise
+        raise _WaveInterrupted([runs[i:i + 2] for i in range(0, len(runs), 2)]) from None
     finally:
         if coordinator is not None:
             coordinator.close()
     for r in runs:
         if isinstance(r, BaseException):
             raise r
-    return runs
+    return [runs[i:i + 2] for i in range(0, len(runs), 2)]
 
 
 def _one_after_the_other(sides: tuple[Checkout, Checkout], commands: list[list[str]],
@@ -155,18 +207,21 @@ def _run_value(values: list[float], q: float) -> float:
 
 
 def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, confidence: float,
-                  inconclusive: str, look: int, looks: int,
-                  statistic: str = "p10") -> gate.Report:
+                  inconclusive: str, look: int, looks: int, statistic: str = "p10",
+                  blocks: Sequence[int] | None = None) -> gate.Report:
     """The gate's report on complete rounds (base, head): each benchmark decided on one
     value per run and side (``statistic``: its 10th percentile or median per-run time),
-    paired by round, at its Holm level for look ``look`` of ``looks``."""
+    paired by round, or in the blocks (waves) ``blocks`` labels the rounds with, at its
+    Holm level for look ``look`` of ``looks``."""
     q = RUN_STATISTICS[statistic]
     per_key: dict[str, tuple[str, list[float], list[float]]] = {}
     only_base: dict[str, None] = {}
     only_head: dict[str, None] = {}
     mismatched: dict[str, None] = {}
     own: dict[str, float] = {}
-    for base, head in rounds:
+    labels = list(range(len(rounds))) if blocks is None else list(blocks)
+    per_block: dict[str, list[int]] = {}
+    for r, (base, head) in enumerate(rounds):
         old, new = gate.pool(base.all()), gate.pool(head.all())
         own.update(_thresholds(head, threshold))
         for key in new:
@@ -178,6 +233,7 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
                 mismatched[key] = None
                 continue
             entry = per_key.setdefault(key, (kind_new, [], []))
+            per_block.setdefault(key, []).append(labels[r])
             entry[1].append(_run_value(x, q) if kind_new == "time" else statistics.median(x))
             entry[2].append(_run_value(y, q) if kind_new == "time" else statistics.median(y))
         for key in old:
@@ -186,19 +242,22 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
     alpha = 1 - decide.run_look_confidence(look, looks, confidence)
     timed = [k for k, (kind, x, _) in per_key.items() if kind == "time" and len(x) > 1]
     levels = dict(zip(timed, decide.holm(
-        [decide.runs_p_value(per_key[k][1], per_key[k][2]) for k in timed], alpha)))
+        [decide.runs_p_value(per_key[k][1], per_key[k][2], blocks=per_block[k])
+         for k in timed], alpha)))
     rows = []
     for key, (kind, x, y) in per_key.items():
         t = own.get(key, threshold)
         if kind == "time":
-            d = decide.runs(x, y, t, 1 - levels.get(key, alpha))
+            d = decide.runs(x, y, t, 1 - levels.get(key, alpha), blocks=per_block[key])
         else:
             d = decide.counts(x, y, t)
         rows.append(gate.Row(key, kind, statistics.median(x), statistics.median(y),
                              (len(x), len(y)), d, (len(x), len(y))))
     rows.sort(key=lambda r: -r.decision.ratio)
     what = "10th percentiles" if statistic == "p10" else "medians"
-    method = (f"verdicts on the runs' {what} of per-run time, paired by round (Student's t "
+    grouped = ("paired by round" if len(set(labels)) == len(labels) else
+               f"in {len(set(labels))} wave(s) of process pairs, each run a replicate")
+    method = (f"verdicts on the runs' {what} of per-run time, {grouped} (Student's t "
               f"of the mean log ratio: the between-run variance is in the interval); Baseline "
               f"and New are the median of those; Holm's step-down over "
               f"{len(timed)} benchmark(s) at look {look} of {looks}, so the {confidence:.0%} "
@@ -238,7 +297,7 @@ def run_ab(
     command: Sequence[str],
     base: str,
     *,
-    rounds: int = 5,
+    rounds: int = 3,
     mode: str = "time",
     threshold: float = 0.05,
     confidence: float = 0.95,
@@ -249,6 +308,7 @@ def run_ab(
     timeout: float | None = None,
     keep: str | os.PathLike[str] | None = None,
     statistic: str = "p10",
+    wave: int = WAVE,
     log: Callable[[str], None] | None = _stderr,
 ) -> ABReport:
     """Runs ``command`` on ``base`` and on the working tree, in rounds (module doc).
@@ -259,6 +319,9 @@ def run_ab(
         base: the revision to compare with (``main``, ``HEAD~1``, a commit id).
         rounds: at most this many rounds (pairs of runs); fewer when every benchmark
             is decided earlier. Instruction mode takes one.
+        wave: with turns, how many rounds' process pairs start at once and take turns
+            (the last wave may be smaller); the session looks (may stop) after each
+            wave. With runs one after the other, each round is its own wave.
         mode: ``"time"`` or ``"instructions"`` (pytest commands: adds
             ``--opbench-mode=instructions``).
         threshold, confidence, inconclusive: as for ``opbench.gate.compare``.
@@ -285,8 +348,9 @@ def run_ab(
     if interleave not in INTERLEAVES:
         raise ValueError(f"interleave must be one of {', '.join(INTERLEAVES)}, got "
                          f"{interleave!r}")
-    if not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    for name, value in (("rounds", rounds), ("wave", wave)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if statistic not in RUN_STATISTICS:
         raise ValueError(f"statistic must be one of {', '.join(RUN_STATISTICS)}, got "
                          f"{statistic!r}")
@@ -307,7 +371,7 @@ def run_ab(
         return _session(command, (base_side, head), rounds=rounds, mode=mode,
                         threshold=threshold, confidence=confidence, inconclusive=inconclusive,
                         interleave=interleave, timeout=timeout, folder=folder, say=say,
-                        start=start, statistic=statistic)
+                        start=start, statistic=statistic, wave=wave)
     finally:
         base_side.close()
         if keep is None:
@@ -317,7 +381,7 @@ def run_ab(
 def _session(command: list[str], sides: tuple[Checkout, Checkout], *, rounds: int, mode: str,
              threshold: float, confidence: float, inconclusive: str, interleave: str,
              timeout: float | None, folder: Path, say: Callable[[str], None],
-             start: float, statistic: str) -> ABReport:
+             start: float, statistic: str, wave: int) -> ABReport:
     is_pytest = revision._is_pytest(command)
     notes = []
     if mode == "instructions":
@@ -328,52 +392,70 @@ def _session(command: list[str], sides: tuple[Checkout, Checkout], *, rounds: in
         rounds, how = 1, "concurrent"
     elif interleave == "runs" or (interleave == "auto" and not is_pytest):
         how = "runs"
-    elif all(_speaks_turns(s) for s in sides):
+    elif all(_speaks_turns(sides)):
         how = "turns"
     else:
         if interleave == "turns":
             notes.append("a side's opbench predates turn-taking (opbench.gate.turns): its runs went "
                          "one after the other")
         how = "runs"
-    if mode == "time" and is_pytest and not any(
-            a.split("=", 1)[0] == "--opbench-min-samples" for a in command):
-        command = [*command, f"--opbench-min-samples={_MIN_SAMPLES}"]
+    if mode == "time" and is_pytest:
+        command = [*command, *(f"{option}={value}" for option, value in _RUN_LENGTH
+                               if not any(a.split("=", 1)[0] == option for a in command))]
+    wave = wave if how == "turns" else 1
+    waves = [list(range(r, min(r + wave, rounds))) for r in range(0, rounds, wave)]
     complete: list[tuple[Results, Results]] = []
+    blocks: list[int] = []
     failed: list[FailedRun] = []
     report: gate.Report | None = None
     stopped = interrupted = False
-    looks = max(rounds - 1, 1)
+    # Runs one after the other look from round 2 (one pair gives no between-run
+    # variance); waves of pairs taking turns look after each wave.
+    looks = max(len(waves) - (1 if wave == 1 else 0), 1)
     try:
-        for r in range(rounds):
-            first = r % 2  # AB, BA, AB...: ABBA over two rounds
-            files = [folder / f"round{r + 1}_{_NAMES[i]}.json" for i in (0, 1)]
-            # Two pytest sessions at once must not share a --basetemp (each clears it).
-            commands = [[*command, f"--basetemp={folder / f'round{r + 1}_{_NAMES[i]}_tmp'}"]
-                        if is_pytest else command for i in (0, 1)]
+        for w, members in enumerate(waves):
+            pairs = []
+            for r in members:
+                files = [folder / f"round{r + 1}_{_NAMES[i]}.json" for i in (0, 1)]
+                # Sessions at once must not share a --basetemp (each clears it).
+                commands = [[*command, f"--basetemp={folder / f'round{r + 1}_{_NAMES[i]}_tmp'}"]
+                            if is_pytest else command for i in (0, 1)]
+                pairs.append((commands, files))
+            first = w % 2  # AB, BA, AB...: ABBA over two waves
+            cut_short: _WaveInterrupted | None = None
             if how == "runs":
-                runs = _one_after_the_other(sides, commands, files, timeout, first)
+                results = [_one_after_the_other(sides, *pairs[0], timeout, first)]
             else:
-                runs = _concurrently(sides, commands, files, timeout,
-                                     turns.Coordinator(first=first) if how == "turns" else None)
-            loaded = [_load(run) for run in runs]
-            for i, (results, problem) in enumerate(loaded):
-                if results is None:
-                    failed.append(FailedRun(_NAMES[i], r + 1, problem))
-            if loaded[0][0] is not None and loaded[1][0] is not None:
-                complete.append((loaded[0][0], loaded[1][0]))
-            say(f"opbench ab: round {r + 1}/{rounds}: base {runs[0].seconds:.1f} s, head "
-                f"{runs[1].seconds:.1f} s" + ("" if loaded[0][0] is not None
-                                             and loaded[1][0] is not None else
-                                             " (a run failed: round not counted)"))
+                try:
+                    results = _concurrently(pairs, sides, timeout, turns.Coordinator(
+                        first=first, workers=2 * len(pairs), cpu=_timing_cpu())
+                        if how == "turns" else None)
+                except _WaveInterrupted as e:
+                    results, cut_short = e.runs, e
+            for r, runs in zip(members, results):
+                loaded = [_load(run) for run in runs]
+                for i, (got, problem) in enumerate(loaded):
+                    if got is None and cut_short is None:
+                        failed.append(FailedRun(_NAMES[i], r + 1, problem))
+                counted = loaded[0][0] is not None and loaded[1][0] is not None
+                if counted:
+                    complete.append((loaded[0][0], loaded[1][0]))  # type: ignore[arg-type]
+                    blocks.append(w)
+                if cut_short is None:
+                    say(f"opbench ab: round {r + 1}/{rounds}: base {runs[0].seconds:.1f} s, "
+                        f"head {runs[1].seconds:.1f} s" + ("" if counted else
+                                                          " (a run failed: round not counted)"))
+            if cut_short is not None:
+                raise cut_short
             if mode == "time" and len(complete) >= 2:
-                look = min(len(complete) - 1, looks)
+                look = min(w + (1 if wave > 1 else 0), looks)
                 report = decide_rounds(complete, threshold=threshold, confidence=confidence,
-                                       inconclusive=inconclusive, look=look, looks=looks,
-                                       statistic=statistic)
+                                       inconclusive=inconclusive, look=max(look, 1),
+                                       looks=looks, statistic=statistic, blocks=blocks)
                 open_ = [row.key for row in report.rows if row.decision.verdict == "inconclusive"]
                 say(f"opbench ab: {len(report.rows) - len(open_)} of {len(report.rows)} "
                     "benchmark(s) decided")
-                if not open_ and r + 1 < rounds:
+                if not open_ and w + 1 < len(waves):
                     stopped = True
                     break
     except KeyboardInterrupt:
@@ -392,12 +474,13 @@ def _session(command: list[str], sides: tuple[Checkout, Checkout], *, rounds: in
         else:  # one round: no interval with the between-run variance yet
             report = decide_rounds(complete, threshold=threshold, confidence=confidence,
                                    inconclusive=inconclusive, look=looks, looks=looks,
-                                   statistic=statistic)
+                                   statistic=statistic, blocks=blocks)
     env = [complete[-1][i].environment if complete else {} for i in (0, 1)]
     return ABReport(
         gate=report,
         base=Side("base", sides[0].revision, sides[0].commit, env[0], len(complete)),
         head=Side("head", sides[1].revision, sides[1].commit, env[1], len(complete)),
         command=tuple(command), mode=mode, rounds=len(complete), max_rounds=rounds,
-        stopped_early=stopped, interrupted=interrupted, interleave=how, failed=tuple(failed),
+        stopped_early=stopped, interrupted=interrupted, interleave=how,
+        wave=wave if how == "turns" else 1, failed=tuple(failed),
         functions=tuple(functions), seconds=time.monotonic() - start, notes=tuple(notes))

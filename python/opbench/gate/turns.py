@@ -1,30 +1,31 @@
-"""Turns: two live benchmark processes (base and head of an ``opbench ab`` round) take
-turns to time, in short alternating slices, so the machine's drift cancels between them.
+"""Turns: the live benchmark processes of an ``opbench ab`` wave (a base and a head
+process per round) take turns to time, in short slices, so the machine's drift
+cancels between them.
 
 Sequential whole-process rounds compare two different moments of a shared
 machine: another job starting between them reads as a speed difference
 (measured here: paired run ratios from 0.72 to 1.23 for a 10% change). So
-``opbench ab`` starts both sides' processes at once and a coordinator (the
-``ab`` process) hands a single *turn* back and forth: only the holder times,
-for about ``quantum`` seconds of blocks, then the other side times its own
-blocks of the same benchmark. A change in load lands on both sides within a
-few tens of milliseconds, and the rounds (fresh process pairs) still carry
-the between-process variance that the decision needs (``opbench.stats.decide.runs``).
+``opbench ab`` starts a wave's processes at once and a coordinator (the ``ab``
+process) hands a single *turn* round them: only the holder times, for about
+``quantum`` seconds of blocks, then the next process times its own blocks of
+the same benchmark. A change in load lands on every process within a few
+hundred milliseconds, and the rounds (fresh process pairs) still carry the
+between-process variance that the decision needs (``opbench.stats.decide.runs``).
 
-The protocol is two pipes a side, handed to the worker as inherited file
-descriptors in ``$OPBENCH_AB_TURNS`` (``"READ_FD,WRITE_FD,QUANTUM"``): the
-worker writes ``a`` to ask for the turn, reads ``g`` when it is granted, and
-writes ``r`` when it gives it back. No turn is granted until both sides have
-asked once (both reached their first benchmark: timing while the other process
-still imports would time its start-up), or ``START_WAIT`` seconds passed, or
-the other process ended. Then the coordinator grants the waiting side; when
-both wait it alternates in ABBA order; when the other side is away (in test
-setup or teardown) for more than ``PARTNER_WAIT`` seconds it does not wait
-for it. Everything outside a benchmark's timing runs freely.
-Only the pytest plugin takes turns (each fixture call holds the turn while it
-calibrates and times, handing it over between blocks); ``opbench ab`` falls
-back to sequential rounds for scripts and for revisions whose plugin predates
-this module.
+The protocol is two pipes a worker, handed to it as inherited file descriptors in
+``$OPBENCH_AB_TURNS`` (``"READ_FD,WRITE_FD,QUANTUM"``): the worker writes ``a`` to
+ask for the turn, reads ``g`` when it is granted, and writes ``r`` when it gives it
+back. No turn is granted until every worker has asked once (all reached their first
+benchmark: timing while another process still imports would time its start-up), or
+``START_WAIT`` seconds passed, or the others ended. Then the coordinator goes round
+the waiting workers forth and back (ABBA within each pair); a worker away (in test
+setup or teardown) is waited for at most ``PARTNER_WAIT`` seconds. Everything outside
+a benchmark's timing runs freely, but for a worker's end: the pytest plugin takes the
+turn before saving and reporting and gives it back only when pytest unconfigures, so
+no one times beside that. Only the pytest plugin takes turns (each fixture call holds
+the turn while it calibrates and times, handing it over between blocks); ``opbench
+ab`` falls back to sequential rounds for scripts and for revisions whose plugin
+predates this module.
 """
 from __future__ import annotations
 
@@ -54,8 +55,12 @@ class TurnClient:
     """The worker's end: ``acquire`` before timing, ``tick`` after each block (hands the
     turn over once ``quantum`` seconds were spent), ``release`` when done."""
 
-    def __init__(self, read_fd: int, write_fd: int, quantum: float = QUANTUM) -> None:
+    def __init__(self, read_fd: int, write_fd: int, quantum: float = QUANTUM,
+                 exit_holds: bool = False, cpu: int | None = None) -> None:
         self._read, self._write, self.quantum = read_fd, write_fd, quantum
+        self._exit_holds = exit_holds  # the coordinator grants shared exit holds ("x")
+        self._cpu = cpu                   # the CPU every worker times on (None: any)
+        self._affinity: set[int] | None = None  # this process's own, while pinned
         self._since: float | None = None  # when the turn was granted (None: not held)
 
     @property
@@ -73,7 +78,31 @@ class TurnClient:
                 granted = False
             if not granted:  # the coordinator is gone: go on alone
                 self._write = -1
+        if self._cpu is not None and self._affinity is None:
+            self._pin()
         self._since = time.perf_counter()
+
+    def _pin(self) -> None:
+        # Every worker times on one CPU: a CPU whose hardware sibling is busy with
+        # another tenant runs everything on it up to 2x slower, for as long as the
+        # tenant runs; on a CPU of its own each process would keep its own share of
+        # that for its whole run (a run at 2x of the rest), shared it cancels.
+        cpu = self._cpu
+        if cpu is None:
+            return
+        try:
+            self._affinity = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, {cpu})
+        except (AttributeError, OSError):  # no such CPU, no affinity on this system
+            self._cpu = None
+
+    def _unpin(self) -> None:
+        if self._affinity is not None:
+            try:
+                os.sched_setaffinity(0, self._affinity)
+            except OSError:
+                pass
+            self._affinity = None
 
     def release(self) -> None:
         if self._since is None:
@@ -84,6 +113,24 @@ class TurnClient:
                 os.write(self._write, b"r")
             except OSError:
                 self._write = -1
+
+    def hold_to_exit(self) -> None:
+        """Holds timing off for the rest of this process (saving, reporting, exit): no
+        worker times until it ends. Workers ending at once share such a hold (their
+        ends overlap, nobody's timing does); a coordinator without shared holds grants
+        the turn itself, never given back."""
+        self.release()
+        self._unpin()  # ends share the hold: spread them over every CPU
+        self._cpu = None
+        if self._write < 0 or not self._exit_holds:
+            self.acquire()
+            return
+        try:
+            os.write(self._write, b"x")
+            os.read(self._read, 1)
+        except OSError:
+            self._write = -1
+        self._since = time.perf_counter()
 
     def tick(self) -> None:
         if self._since is not None and time.perf_counter() - self._since >= self.quantum:
@@ -97,8 +144,10 @@ def client_from_environment() -> TurnClient | None:
     if not spec:
         return None
     try:
-        read_fd, write_fd, quantum = spec.split(",")
-        client = TurnClient(int(read_fd), int(write_fd), float(quantum))
+        read_fd, write_fd, quantum, *protocol = spec.split(",")
+        cpu = next((int(f[4:]) for f in protocol if f.startswith("cpu=")), None)
+        client = TurnClient(int(read_fd), int(write_fd), float(quantum),
+                            exit_holds="x" in protocol, cpu=cpu)
         os.fstat(client._read)
         os.fstat(client._write)
     except (ValueError, OSError):
@@ -140,99 +189,146 @@ class TakingTurns:
 
 
 class Coordinator:
-    """The ``ab`` process's end for two workers (0: base, 1: head).
+    """The ``ab`` process's end for ``workers`` processes: pair ``i`` of a wave is workers
+    ``2i`` (base) and ``2i + 1`` (head).
 
-    Give ``worker_fds(side)`` to the side's process (``pass_fds``) with
-    ``environment(side)``, then ``serve(finished)`` until both processes ended, and
-    ``close()``. ``first`` is the side whose turn comes first (alternate it by round);
-    turns then go ABBA (first, other, other, first...).
+    Give ``worker_fds(w)`` to worker ``w``'s process (``pass_fds``) with
+    ``environment(w)``, then ``serve(finished)`` until every process ended, and
+    ``close()``. ``first`` is the side (0: base, 1: head) whose turn comes first in pair
+    0; pair ``i`` starts with the other side when ``i`` is odd. Turns go round the
+    workers forth and back (serpentine: ``b0 h0 h1 b1 | b1 h1 h0 b0 | ...``), so within
+    each pair the order is ABBA and across pairs every worker's turns are spread evenly
+    over the session: load from elsewhere lands on every process alike.
     """
 
     def __init__(self, first: int = 0, quantum: float = QUANTUM,
-                 partner_wait: float = PARTNER_WAIT, start_wait: float = START_WAIT) -> None:
+                 partner_wait: float = PARTNER_WAIT, start_wait: float = START_WAIT,
+                 workers: int = 2, cpu: int | None = None) -> None:
+        if workers < 2 or workers % 2:
+            raise ValueError(f"workers must be pairs (an even number from 2), got {workers}")
         self.quantum, self.partner_wait, self.start_wait = quantum, partner_wait, start_wait
-        self._order = [first, 1 - first, 1 - first, first]
-        self._requests = [os.pipe(), os.pipe()]  # worker writes, coordinator reads
-        self._grants = [os.pipe(), os.pipe()]    # coordinator writes, worker reads
-        self.turns = [0, 0]                     # turns granted to each side
+        self.workers, self.cpu = workers, cpu
+        forth = []
+        for pair in range(workers // 2):
+            lead = first if pair % 2 == 0 else 1 - first
+            forth += [2 * pair + lead, 2 * pair + 1 - lead]
+        self._cycle = forth + forth[::-1]
+        self._requests = [os.pipe() for _ in range(workers)]  # worker writes, we read
+        self._grants = [os.pipe() for _ in range(workers)]    # we write, worker reads
+        self.turns = [0] * workers                            # turns granted to each
 
-    def worker_fds(self, side: int) -> tuple[int, int]:
-        return self._grants[side][0], self._requests[side][1]
+    def worker_fds(self, worker: int) -> tuple[int, int]:
+        return self._grants[worker][0], self._requests[worker][1]
 
-    def environment(self, side: int) -> dict[str, str]:
-        read_fd, write_fd = self.worker_fds(side)
-        return {ENV_VAR: f"{read_fd},{write_fd},{self.quantum}"}
+    def environment(self, worker: int) -> dict[str, str]:
+        read_fd, write_fd = self.worker_fds(worker)
+        # ",x": this coordinator grants shared exit holds (TurnClient.hold_to_exit);
+        # ",cpu=N": every worker times on CPU N.
+        pin = "" if self.cpu is None else f",cpu={self.cpu}"
+        return {ENV_VAR: f"{read_fd},{write_fd},{self.quantum},x{pin}"}
 
     def close(self) -> None:
         """Closes every descriptor (after the workers ended)."""
-        for side in (0, 1):
-            for fd in (*self._requests[side], *self._grants[side]):
+        for worker in range(self.workers):
+            for fd in (*self._requests[worker], *self._grants[worker]):
                 try:
                     os.close(fd)
                 except OSError:
                     pass
 
     def serve(self, finished: Callable[[int], bool]) -> None:
-        """Grants turns until both sides are ``finished(side)`` (their process ended): a
-        side that died holding the turn, or away, is never waited for."""
+        """Grants turns until every worker is ``finished(w)`` (its process ended): a
+        worker that died holding the turn, or is away, is never waited for long."""
+        n = self.workers
         sel = selectors.DefaultSelector()
-        for side in (0, 1):
-            sel.register(self._requests[side][0], selectors.EVENT_READ, side)
-        waiting, closed = [False, False], [False, False]
-        holder: int | None = None
-        last_release = [-1e9, -1e9]
-        arrived: list[float | None] = [None, None]  # when each side first asked
-        pattern = 0
+        for w in range(n):
+            sel.register(self._requests[w][0], selectors.EVENT_READ, w)
+        state = _Serving(n)
         try:
             while True:
-                for side in (0, 1):
-                    if not closed[side] and finished(side):
-                        closed[side], waiting[side] = True, False
-                        holder = None if holder == side else holder
-                if all(closed):
+                for w in range(n):
+                    if not state.closed[w] and finished(w):
+                        state.close(w)
+                if all(state.closed):
                     return
-                timeout = 0.05
-                if holder is None:
-                    ready = [s for s in (0, 1) if waiting[s]]
-                    grant: int | None = None
-                    if len(ready) == 2:
-                        grant = self._order[pattern % 4]
-                    elif len(ready) == 1:
-                        s, other = ready[0], 1 - ready[0]
-                        first_ask = arrived[s]
-                        wait_until = (last_release[other] + self.partner_wait
-                                      if arrived[other] is not None or first_ask is None
-                                      else first_ask + self.start_wait)
-                        now = time.monotonic()
-                        if closed[other] or now >= wait_until:
-                            grant = s
-                        else:
-                            timeout = wait_until - now
+                # A process's end shows only as its thread ending (finished): polled
+                # often, as the turn may wait on it (a worker holds it to exit).
+                timeout = 0.01
+                if state.holder is None and any(state.exit_waiting):
+                    for w in range(n):  # ends first, all together, before any timing
+                        if state.exit_waiting[w]:
+                            state.exit_waiting[w] = False
+                            state.exiting.add(w)
+                            try:
+                                os.write(self._grants[w][1], b"g")
+                            except OSError:
+                                state.close(w)
+                if state.holder is None and not state.exiting and any(state.waiting):
+                    grant, wait = self._next(state, time.monotonic())
                     if grant is not None:
-                        if grant == self._order[pattern % 4]:
-                            pattern += 1
-                        waiting[grant], holder = False, grant
+                        state.waiting[grant], state.holder = False, grant
                         self.turns[grant] += 1
                         try:
                             os.write(self._grants[grant][1], b"g")
                         except OSError:  # it died between asking and the grant
-                            closed[grant], holder = True, None
+                            state.close(grant)
                         continue
+                    if wait is not None:
+                        timeout = min(timeout, wait)
                 for key, _ in sel.select(timeout):
-                    side = key.data
+                    w = key.data
                     data = os.read(key.fd, 64)
                     if not data:
-                        closed[side], waiting[side] = True, False
+                        state.close(w)
                         sel.unregister(key.fd)
-                        if holder == side:
-                            holder = None
                         continue
                     for byte in data:
-                        if byte == ord("a"):
-                            waiting[side] = True
-                            if arrived[side] is None:
-                                arrived[side] = time.monotonic()
-                        elif byte == ord("r") and holder == side:
-                            holder, last_release[side] = None, time.monotonic()
+                        if byte == ord("x"):
+                            state.exit_waiting[w] = True
+                        elif byte == ord("a"):
+                            state.waiting[w] = True
+                            if state.arrived[w] is None:
+                                state.arrived[w] = time.monotonic()
+                        elif byte == ord("r") and state.holder == w:
+                            state.holder, state.released[w] = None, time.monotonic()
         finally:
             sel.close()
+
+    def _next(self, state: _Serving, now: float) -> tuple[int | None, float | None]:
+        """(the worker to grant, or None; else seconds worth waiting, or None)."""
+        first_arrival = min(a for a in state.arrived if a is not None)
+        if now < first_arrival + self.start_wait and any(
+                a is None and not c for a, c in zip(state.arrived, state.closed)):
+            return None, first_arrival + self.start_wait - now  # not everyone started
+        for step in range(len(self._cycle)):
+            w = self._cycle[(state.position + step) % len(self._cycle)]
+            if state.closed[w]:
+                continue
+            if state.waiting[w]:
+                state.position = (state.position + step + 1) % len(self._cycle)
+                return w, None
+            # Away (between blocks or benchmarks): worth waiting for a moment so the
+            # order holds, then passed over until it asks again.
+            until = state.released[w] + self.partner_wait
+            if now < until:
+                return None, until - now
+        return None, None
+
+
+class _Serving:
+    """The coordinator's view of its workers while serving."""
+
+    def __init__(self, n: int) -> None:
+        self.waiting, self.closed = [False] * n, [False] * n
+        self.arrived: list[float | None] = [None] * n  # when each first asked
+        self.released = [-1e9] * n                      # when each last gave a turn back
+        self.holder: int | None = None
+        self.position = 0                               # where in the cycle turns go next
+        self.exit_waiting = [False] * n                 # asked to hold timing off to its end
+        self.exiting: set[int] = set()                  # holding it: no one times
+
+    def close(self, w: int) -> None:
+        self.closed[w], self.waiting[w], self.exit_waiting[w] = True, False, False
+        self.exiting.discard(w)
+        if self.holder == w:
+            self.holder = None

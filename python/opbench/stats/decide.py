@@ -44,7 +44,11 @@ noise only. ``runs`` takes one median per run and side, paired by round (the
 two runs of a round ran at the same time), and forms Student's t interval of
 the mean log ratio, ``log(new_r / old_r)``, with ``n - 1`` degrees of freedom:
 the between-run variance is in it, and few runs give the wide interval they
-should. Unpaired runs (different counts) get Welch's interval. Across a suite,
+should. Runs that ran in groups (``blocks``: a wave of ``opbench ab`` process
+pairs taking turns) are decided in the additive model ``log value = block +
+side + noise``: what a group shares cancels, and each run is a replicate, so
+one group of ``n`` pairs gives ``2n - 2`` degrees of freedom where pairing
+would give ``n - 1``. Unpaired runs (different counts) get Welch's interval. Across a suite,
 ``holm`` gives each benchmark its level (Holm's step-down on the p-values of
 "no change"), so the chance of any false verdict in the suite stays under
 ``alpha``; ``run_look_confidence`` spends ``alpha`` over the rounds looked at
@@ -324,21 +328,22 @@ def _t_quantile(level: float, df: float) -> float:
     return hi
 
 
-def _run_logs(old: Sequence[float], new: Sequence[float],
-              paired: bool) -> tuple[float, float, float]:
-    """(mean log ratio, its standard error, degrees of freedom) of run medians: paired
-    (round r's runs ran together) or Welch's."""
+def _run_logs(old: Sequence[float], new: Sequence[float], paired: bool,
+              blocks: Sequence[object] | None = None) -> tuple[float, float, float]:
+    """(mean log ratio, its standard error, degrees of freedom) of per-run values:
+    blocked (``blocks``), paired (round r's runs ran together: each pair a block) or
+    Welch's."""
     x = [math.log(v) for v in _check_sample("old", old)]
     y = [math.log(v) for v in _check_sample("new", new)]
-    if paired:
+    if paired or blocks is not None:
         if len(x) != len(y):
             raise ValueError(f"paired runs need as many on each side, got {len(x)} and "
                              f"{len(y)}")
-        d = [b - a for a, b in zip(x, y)]
-        n = len(d)
-        mean = statistics.fmean(d)
-        se = statistics.stdev(d) / math.sqrt(n) if n > 1 else math.inf
-        return mean, se, n - 1
+        labels: list[object] = list(range(len(x))) if blocks is None else list(blocks)
+        if len(labels) != len(x):
+            raise ValueError(f"blocks must label each pair of runs: {len(labels)} labels "
+                             f"for {len(x)} pairs")
+        return _blocked(x, y, labels)
     mean = statistics.fmean(y) - statistics.fmean(x)
     if len(x) < 2 or len(y) < 2:
         return mean, math.inf, 0
@@ -348,10 +353,33 @@ def _run_logs(old: Sequence[float], new: Sequence[float],
     return mean, se, df
 
 
-def runs_p_value(old: Sequence[float], new: Sequence[float], *, paired: bool = True) -> float:
-    """The two-sided p-value of "no change" from run medians (the t test ``runs`` inverts):
-    what ``holm`` orders a suite's benchmarks by."""
-    mean, se, df = _run_logs(old, new, paired)
+def _blocked(x: list[float], y: list[float], labels: list[object]) -> tuple[float, float, float]:
+    """The side effect in the additive model ``log value = block + side + noise``: pairs of
+    one block ran at one time (a round run one after the other; a wave of processes
+    taking turns), so what the block shares cancels; every run is its own replicate.
+    Each pair its own block is the paired t test (``n - 1`` degrees of freedom); one
+    block of ``n`` pairs is the pooled two-sample t test (``2n - 2``)."""
+    groups: dict[object, list[int]] = {}
+    for i, label in enumerate(labels):
+        groups.setdefault(label, []).append(i)
+    n = len(x)
+    mean = sum(len(g) * (statistics.fmean(y[i] for i in g) - statistics.fmean(x[i] for i in g))
+               for g in groups.values()) / n
+    ss = 0.0
+    for g in groups.values():
+        centre = statistics.fmean([*(x[i] for i in g), *(y[i] for i in g)])
+        ss += sum((x[i] - centre + mean / 2) ** 2 + (y[i] - centre - mean / 2) ** 2 for i in g)
+    df = 2 * n - len(groups) - 1
+    if df < 1:
+        return mean, math.inf, 0
+    return mean, math.sqrt(ss / df * 2 / n), df
+
+
+def runs_p_value(old: Sequence[float], new: Sequence[float], *, paired: bool = True,
+                 blocks: Sequence[object] | None = None) -> float:
+    """The two-sided p-value of "no change" from per-run values (the t test ``runs``
+    inverts): what ``holm`` orders a suite's benchmarks by."""
+    mean, se, df = _run_logs(old, new, paired, blocks)
     if not math.isfinite(se) or df < 1:
         return 1.0
     if se == 0:
@@ -360,14 +388,19 @@ def runs_p_value(old: Sequence[float], new: Sequence[float], *, paired: bool = T
 
 
 def runs(old: Sequence[float], new: Sequence[float], threshold: float,
-         confidence: float = stats.DEFAULT_CONFIDENCE, *, paired: bool = True) -> Decision:
-    """The verdict on run medians, one per run and side (see the module doc): ``paired``
-    when run ``i`` of each side ran together (a round of ``opbench ab``), else Welch's.
+         confidence: float = stats.DEFAULT_CONFIDENCE, *, paired: bool = True,
+         blocks: Sequence[object] | None = None) -> Decision:
+    """The verdict on per-run values, one per run and side (see the module doc): ``paired``
+    when run ``i`` of each side ran together (a round of ``opbench ab``), else Welch's;
+    ``blocks`` labels each pair with the group of runs it ran with (a wave of ``opbench
+    ab`` processes taking turns), which cancels what a block shares and pools the rest.
 
     Example:
         >>> d = runs([1.00, 1.02, 0.97], [1.31, 1.32, 1.28], 0.05)
         >>> d.verdict, round(d.ratio, 2)
         ('slower', 1.31)
+        >>> runs([1.00, 1.02, 0.97], [1.31, 1.32, 1.28], 0.05, blocks=[0, 0, 0]).ci[0] > 1.2
+        True
         >>> runs([1.0], [1.3], 0.05).reason
         '1 and 1 runs: too few for an interval with the between-run variance (at least 2 a side)'
 
@@ -376,7 +409,7 @@ def runs(old: Sequence[float], new: Sequence[float], threshold: float,
     """
     check_threshold(threshold)
     stats.check_confidence(confidence)
-    mean, se, df = _run_logs(old, new, paired)
+    mean, se, df = _run_logs(old, new, paired, blocks)
     ratio = math.exp(mean)
     median_ratio = statistics.median(new) / statistics.median(old)
     if not math.isfinite(se) or df < 1:

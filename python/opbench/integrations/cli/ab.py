@@ -1,19 +1,20 @@
-"""``opbench ab --base REV [--rounds N] [--mode time|instructions] -- COMMAND...``: is the
+"""``opbench ab --base REV [--rounds N] [--wave W] [--mode time|instructions] -- COMMAND...``: is the
 working tree slower than REV?
 
 Checks REV out in a temporary git worktree (its code first on PYTHONPATH, its
 compiled modules copied or built: see opbench.gate.revision), then runs COMMAND on
 REV ("base") and on the working tree as it is, uncommitted edits included
-("head"), in up to N rounds (default 5). COMMAND is a pytest run of benchmark
+("head"), in up to N rounds (default 3). COMMAND is a pytest run of benchmark
 tests (its results are saved with --opbench-save) or any script that saves
-opbench results to $OPBENCH_RESULTS_FILE. In a round of a pytest command both
-processes run at once and take turns to time in ~20 ms slices, so the
-machine's drift lands on both sides (--interleave runs: one after the other,
-in ABBA order). Every run is one replicate: per benchmark, each run gives the
-10th percentile of its per-run times (--run-statistic median: its median),
+opbench results to $OPBENCH_RESULTS_FILE. For a pytest command the base and
+head processes of W rounds (a wave, default 3) run at once and take turns to
+time in ~20 ms slices, so the machine's drift lands on every run alike
+(--interleave runs: one round after the other, each in ABBA order). Every
+run is one replicate: per benchmark, each run gives the 10th percentile of
+its per-run times (--run-statistic median: its median),
 the interval of the ratio head / base includes the variance between runs,
 the suite's error is held by Holm's step-down, and the rounds stop early once
-every benchmark is decided. --mode instructions counts
+every benchmark is decided (looks after each wave). --mode instructions counts
 instructions under callgrind instead: one round decides, and the report lists
 the functions whose counts changed most, grouped by where they live.
 
@@ -25,7 +26,7 @@ regression (--inconclusive fail, the default), or when no round completed;
 2 for bad input (no command, an unknown revision, a bad option); 130 on Ctrl-C.
 
 Example:
-    python -m opbench ab --base main --rounds 5 -- pytest benchmarks/ -q
+    python -m opbench ab --base main -- pytest benchmarks/ -q
 """
 from __future__ import annotations
 
@@ -42,8 +43,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                        "on runs", __doc__)
     p.add_argument("--base", required=True, metavar="REV",
                    help="the revision to compare the working tree with (main, HEAD~1, a commit)")
-    p.add_argument("--rounds", type=int, default=5, metavar="N",
-                   help="rounds (a base and a head run each) at most (default 5)")
+    p.add_argument("--rounds", type=int, default=3, metavar="N",
+                   help="rounds (a base and a head run each) at most (default 3)")
+    p.add_argument("--wave", type=int, default=3, metavar="W",
+                   help="with turns: rounds whose processes start at once and take turns "
+                        "(default 3); the session may stop after each wave")
     p.add_argument("--mode", choices=("time", "instructions"), default="time",
                    help="time (default) or instructions (callgrind; one round decides)")
     p.add_argument("--threshold", default="5%",
@@ -84,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise UsageError("give the benchmark command after --, e.g. `-- pytest benchmarks/ -q`")
-    if args.rounds < 1:
-        raise UsageError(f"--rounds must be a positive integer, got {args.rounds}")
+    for option, value in (("--rounds", args.rounds), ("--wave", args.wave)):
+        if value < 1:
+            raise UsageError(f"{option} must be a positive integer, got {value}")
     if not 0 < args.confidence < 1:
         raise UsageError(f"--confidence must be in (0, 1), got {args.confidence!r}")
     if args.timeout is not None and args.timeout <= 0:
@@ -98,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                             inconclusive=args.inconclusive, interleave=args.interleave,
                             prepare=shlex.split(args.prepare) if args.prepare else None,
                             timeout=args.timeout, keep=args.keep,
-                            statistic=args.run_statistic)
+                            statistic=args.run_statistic, wave=args.wave)
     except RevisionError as e:
         raise UsageError(str(e)) from None
     text = report.render(args.format)

@@ -43,7 +43,8 @@ Options (the gate):
     --opbench-base REV          A/B: run this same command on git revision REV and on the
                                 working tree in interleaved rounds (``opbench ab``; the
                                 processes take turns to time) and fail on a regression,
-                                decided on runs; --opbench-rounds N (default 5) at most.
+                                decided on runs; --opbench-rounds N (default 3) at most,
+                                --opbench-wave W (default 3) of them at once.
     --opbench-report PATH       write the gate's report (--opbench-compare or --opbench-base)
                                 to PATH, in --opbench-format markdown (default), json or text.
 

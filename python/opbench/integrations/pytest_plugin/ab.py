@@ -14,7 +14,7 @@ import pytest
 from opbench.integrations.pytest_plugin import callgrind_rerun
 
 # Options of the session that `--opbench-base` runs itself, not passed to its runs.
-_AB_OPTIONS = ("--opbench-base", "--opbench-rounds", "--opbench-report", "--opbench-format",
+_AB_OPTIONS = ("--opbench-base", "--opbench-rounds", "--opbench-wave", "--opbench-report", "--opbench-format",
                "--opbench-fail-above", "--opbench-inconclusive", "--opbench-mode")
 
 
@@ -47,8 +47,9 @@ def _ab_main(config: pytest.Config, base: str) -> int:
     if opt("opbench_disable") or opt("numprocesses", None):
         raise pytest.UsageError("--opbench-base times each side in one process a round: drop "
                                 "--opbench-disable and -n")
-    if opt("opbench_rounds") < 1:
-        raise pytest.UsageError("--opbench-rounds must be a positive integer")
+    for name in ("rounds", "wave"):
+        if opt(f"opbench_{name}") < 1:
+            raise pytest.UsageError(f"--opbench-{name} must be a positive integer")
     try:
         threshold = (parse_fraction(opt("opbench_fail_above"), "--opbench-fail-above")
                      if opt("opbench_fail_above") else 0.05)
@@ -62,7 +63,8 @@ def _ab_main(config: pytest.Config, base: str) -> int:
         with sigterm_as_interrupt():
             report = run_ab(_without(argv, _AB_OPTIONS), base, rounds=opt("opbench_rounds"),
                             mode=opt("opbench_mode"), threshold=threshold,
-                            inconclusive=opt("opbench_inconclusive"))
+                            inconclusive=opt("opbench_inconclusive"),
+                            wave=opt("opbench_wave"))
     except RevisionError as e:
         raise pytest.UsageError(f"--opbench-base: {e}") from None
     sys.stdout.write(report.text())

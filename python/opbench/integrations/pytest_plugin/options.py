@@ -60,8 +60,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="A/B this suite against git revision REV: runs this same pytest command on REV "
              "and on the working tree in interleaved rounds (python -m opbench ab) and fails "
              "on a regression; --opbench-fail-above sets the threshold (default 5%%).")
-    add("--opbench-rounds", type=int, default=5, metavar="N",
-        help="with --opbench-base: rounds at most (default 5; fewer once all is decided).")
+    add("--opbench-rounds", type=int, default=3, metavar="N",
+        help="with --opbench-base: rounds at most (default 3; fewer once all is decided).")
+    add("--opbench-wave", type=int, default=3, metavar="W",
+        help="with --opbench-base: rounds whose processes start at once and take turns "
+             "(default 3); the session may stop after each wave.")
     add("--opbench-report", metavar="PATH", default=None,
         help="write the gate's report (--opbench-compare or --opbench-base) to PATH.")
     add("--opbench-format", choices=("text", "markdown", "json"), default="markdown",
