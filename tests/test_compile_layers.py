@@ -150,3 +150,27 @@ def test_frame_code_of_functions_methods_and_modules():
     assert frame_code(module) is Scale.forward.__code__
     with pytest.raises(TypeError, match=r"pass a Python function, a bound method or an nn\.Module"):
         frame_code(len)
+
+
+def test_the_autograd_function_is_found_through_a_python_or_a_c_apply() -> None:
+    # torch 2.13 and before call the Function's Python classmethod `apply`; torch 2.14's
+    # runtime wrapper holds the C `_FunctionBase.apply` bound to the class instead.
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+    c_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, Double)
+    assert compile_layers._function_apply(c_apply, torch) is Double
+    assert compile_layers._function_apply(Double.apply, torch) is Double
+    assert compile_layers._function_apply(torch.ones(1).add, torch) is None
+    assert compile_layers._function_apply(len, torch) is None
+
+    def held(x):  # a runtime wrapper's closure holding the C apply, as 2.14 lays it out
+        return c_apply(x)
+
+    class NoGraph:
+        pass
+
+    functions, graphs = compile_layers._search(held, torch, NoGraph)
+    assert (functions, graphs) == ([Double], [])

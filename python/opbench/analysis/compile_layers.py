@@ -30,11 +30,12 @@ time minus the next probe's (``Layers.rows``).
 Nothing is guessed: where this torch lays the chain out differently (no cache
 entry list, no ``CompiledFxGraph``, a boundary found but not called), the
 result carries the reason and no probes (``Layers.reason``), and the caller
-prints the reason instead of a split. Checked on torch 2.13; the names used
-are those torch has kept since 2.1 (``_debug_get_cache_entry_list``,
+prints the reason instead of a split. Checked on torch 2.13 and 2.14.1; the
+names used are those torch has kept since 2.1 (``_debug_get_cache_entry_list``,
 ``__compiled_fn_*`` globals, ``_torchdynamo_orig_callable``,
 ``CompiledFxGraph.current_callable``), with the guard check reached as
-``guard_manager`` (2.3 and later) or ``check_fn`` (before).
+``guard_manager`` (2.3 and later) or ``check_fn`` (before), and the autograd
+Function reached through its Python ``apply`` or (2.14) its C one.
 
 Example (compiles, so tens of seconds on a small machine)::
 
@@ -260,6 +261,8 @@ def _children(obj: Any, torch: Any) -> Iterator[Any]:
     elif isinstance(obj, types.MethodType):
         yield obj.__self__
         yield obj.__func__
+    elif _function_apply(obj, torch) is not None:
+        yield obj.__self__  # the autograd Function whose C apply this is
     elif isinstance(obj, functools.partial):
         yield obj.func
         yield from obj.args
@@ -277,6 +280,19 @@ def _children(obj: Any, torch: Any) -> Iterator[Any]:
         yield from vars(obj).values()
 
 
+def _function_apply(obj: Any, torch: Any) -> type | None:
+    """The autograd Function subclass when ``obj`` is its bound ``apply``: a Python
+    classmethod (torch 2.13 and before) or the C ``_FunctionBase.apply`` bound to the
+    class (torch 2.14 calls that directly); else None."""
+    if not isinstance(obj, (types.MethodType, types.BuiltinMethodType)):
+        return None
+    owner = getattr(obj, "__self__", None)
+    if (isinstance(owner, type) and issubclass(owner, torch.autograd.Function)
+            and getattr(obj, "__name__", None) == "apply"):
+        return owner
+    return None
+
+
 def _search(root: Any, torch: Any, graph_cls: type) -> tuple[list[type], list[Any]]:
     """The autograd Function subclasses (reached through their bound ``apply``) and the
     CompiledFxGraph objects reachable from ``root``."""
@@ -287,10 +303,9 @@ def _search(root: Any, torch: Any, graph_cls: type) -> tuple[list[type], list[An
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        if (isinstance(obj, types.MethodType) and isinstance(obj.__self__, type)
-                and issubclass(obj.__self__, torch.autograd.Function)
-                and obj.__name__ == "apply" and obj.__self__ not in functions):
-            functions.append(obj.__self__)
+        cls = _function_apply(obj, torch)
+        if cls is not None and cls not in functions:
+            functions.append(cls)
         if isinstance(obj, graph_cls):
             graphs.append(obj)
             continue  # its insides are Inductor's, found from current_callable

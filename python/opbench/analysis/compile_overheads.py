@@ -18,11 +18,12 @@ that thread asks next: which layer of the compiled call costs what.
   next (``opbench.analysis.compile_layers``: Dynamo's frame evaluation, cache lookup and
   guards; AOTAutograd's runtime wrappers and autograd Function; Inductor's
   compiled graph, module call and launcher; the kernels) are timed with the
-  arguments they get in a real call, in short blocks (2 ms) taking turns, each
-  keeping its least block (disturbance only adds time; the least of many short
-  blocks is the undisturbed cost). A layer's cost is its callable's time minus
-  the next one's. Printed as microseconds per call, share of the compiled call
-  and share of the overhead over eager.
+  arguments they get in a real call, in short blocks (2 ms) taking turns,
+  spread over the cell's rounds, each keeping its least block (disturbance
+  only adds time; the least of many short blocks is the undisturbed cost).
+  A layer's cost is its callable's time minus the next one's. Printed as
+  microseconds per call, share of the compiled call and share of the
+  overhead over eager.
 * **Cross-checks.** The layers telescope to the split's own figure for the whole
   compiled call; that sum is checked against the cell's figure, measured apart
   by the stopping rule (within 10%). Where a layer comes out negative (noise
@@ -331,26 +332,38 @@ def _python_timer(call: Callable[[], Any], **labels: Any) -> Any:
     return Timer("_call()", globals={"_call": call}, **labels)
 
 
-def _measure_split(layers: Layers, column: str, blocks: int, block_time: float) -> LayerSplit:
-    """Each probe timed in ``blocks`` short blocks, the probes taking turns block by block
-    (so load on the machine falls on all of them alike); each keeps its least block."""
-    split = LayerSplit(column, notes=list(layers.notes), kernels=list(layers.kernels))
-    timers = {key: _python_timer(probe.call) for key, probe in layers.probes.items()}
-    numbers = {}
-    for key, timer in timers.items():
-        timer.run(3)  # warm-up
-        estimate = timer.run(10) / 10
-        numbers[key] = max(1, round(block_time / max(estimate, 1e-9)))
-    best = dict.fromkeys(timers, math.inf)
-    for _ in range(blocks):
-        for key, timer in timers.items():
-            best[key] = min(best[key], timer.run(numbers[key]) / numbers[key])
-    split.probes = best
-    split.total = best["compiled"]
-    split.rows = [SplitRow(r.layer, r.part, best[r.plus] - sum(best[k] for k in r.minus))
-                  for r in layers.rows]
-    split.boundaries = [(r.plus, r.minus) for r in layers.rows]
-    return split
+class _SplitTimer:
+    """Times each probe of ``layers`` in blocks of about ``block_time`` seconds, the probes
+    taking turns block by block (load on the machine falls on all of them alike), each
+    keeping its least block. ``blocks(n)`` is called once per round of the cell, so the
+    blocks spread over the cell's whole measurement: a disturbance while one round ran
+    cannot hold every block of a probe."""
+
+    def __init__(self, layers: Layers, block_time: float) -> None:
+        self._layers = layers
+        self._timers = {key: _python_timer(probe.call) for key, probe in layers.probes.items()}
+        self._numbers = {}
+        for key, timer in self._timers.items():
+            timer.run(3)  # warm-up
+            estimate = timer.run(10) / 10
+            self._numbers[key] = max(1, round(block_time / max(estimate, 1e-9)))
+        self.best = dict.fromkeys(self._timers, math.inf)
+
+    def blocks(self, n: int) -> None:
+        for _ in range(n):
+            for key, timer in self._timers.items():
+                number = self._numbers[key]
+                self.best[key] = min(self.best[key], timer.run(number) / number)
+
+    def result(self, column: str) -> LayerSplit:
+        best, layers = self.best, self._layers
+        split = LayerSplit(column, notes=list(layers.notes), kernels=list(layers.kernels))
+        split.probes = dict(best)
+        split.total = best["compiled"]
+        split.rows = [SplitRow(r.layer, r.part, best[r.plus] - sum(best[k] for k in r.minus))
+                      for r in layers.rows]
+        split.boundaries = [(r.plus, r.minus) for r in layers.rows]
+        return split
 
 
 def overheads(
@@ -390,7 +403,7 @@ def overheads(
         split: split each compiled cell by layer.
         split_blocks, split_block_time: the split times each layer's callable in
             ``split_blocks`` blocks of about ``split_block_time`` seconds, the callables
-            taking turns, and keeps each one's least block.
+            taking turns, spread over the cell's rounds, and keeps each one's least block.
         profile: add a cProfile view of each compiled call under its split.
         instructions: also count instructions per call of each cell and each layer
             under callgrind, in a child process (needs valgrind, and ``fn``
@@ -452,23 +465,26 @@ def overheads(
                 where = f"{label!r}, {row}, {column}"
                 with _no_recompiles(torch, where) if row == "compiled" else \
                         contextlib.nullcontext():
+                    layers = find_layers(target_fn, fn, tuple(cell_args), cell_kwargs) \
+                        if row == "compiled" and split else None
+                    splitter = _SplitTimer(layers, split_block_time) if layers else None
                     runs, others = [], []
-                    for _ in range(rounds):
+                    for r in range(rounds):
                         runs.append(converge(timer, target, min_run_time=min_run_time,
                                              max_run_time=max_run_time))
                         if independent is not None:
                             others.append(independent(call))
+                        if splitter is not None:  # the split's blocks, a share each round
+                            splitter.blocks(split_blocks // rounds + (r < split_blocks % rounds))
                     m = min(runs, key=lambda r: r.median)
                     if compiled_entries is not None and \
                             cache_entries(code) != compiled_entries + (recompiles or 0):
                         raise RecompileError(f"torch.compile compiled again while timing "
                                              f"{where} (the cache entries changed)")
-                    layers = find_layers(target_fn, fn, tuple(cell_args), cell_kwargs) \
-                        if row == "compiled" and split else None
                     cell_split = None
                     if layers is not None:
-                        cell_split = (_measure_split(layers, column, split_blocks, split_block_time)
-                                      if layers else LayerSplit(column, reason=layers.reason))
+                        cell_split = (splitter.result(column) if splitter is not None
+                                      else LayerSplit(column, reason=layers.reason))
                         if profile:
                             cell_split.profile = timer.profile()
                 m.info["first_call_s"] = first
