@@ -190,3 +190,24 @@ def test_workers_time_on_the_coordinators_cpu_and_end_on_their_own(
     finally:
         os.sched_setaffinity(0, own)
         coordinator.close()
+
+
+def test_a_worker_that_ends_without_timing_does_not_hold_up_the_start() -> None:
+    # A process with no benchmark asks to end at once: it counts as started, so the others
+    # are not kept waiting for it (start_wait, 30 s here) to reach a benchmark it has not.
+    coordinator = Coordinator(first=0, partner_wait=0.05, start_wait=30.0, workers=4)
+    log: list[tuple[int, str]] = []
+
+    def work(w: int) -> None:
+        client = TurnClient(*coordinator.worker_fds(w), quantum=0.0, exit_holds=True)
+        for _ in range(0 if w == 3 else 3):
+            client.acquire()
+            log.append((w, "start"))
+            client.release()
+        client.hold_to_exit()
+        time.sleep(0.05)
+
+    start = time.monotonic()
+    _serve(coordinator, [threading.Thread(target=work, args=(w,)) for w in range(4)])
+    assert time.monotonic() - start < 20  # far less than the 30 s start wait
+    assert coordinator.turns == [3, 3, 3, 0]
