@@ -22,10 +22,10 @@ the waiting workers forth and back (ABBA within each pair); a worker away (in te
 setup or teardown) is waited for at most ``PARTNER_WAIT`` seconds. Everything outside
 a benchmark's timing runs freely, but for a worker's end: the pytest plugin asks to
 hold timing off before saving and reporting, never giving it back (workers ending
-at once share the hold), so no one times beside an end. Only the pytest plugin takes turns (each fixture call holds
-the turn while it calibrates and times, handing it over between blocks); ``opbench
-ab`` falls back to sequential rounds for scripts and for revisions whose plugin
-predates this module.
+at once share the hold), so no one times beside an end. Only the pytest plugin
+takes turns (each fixture call holds the turn while it calibrates and times,
+handing it over between blocks); ``opbench ab`` falls back to sequential rounds
+for scripts and for revisions whose plugin predates this module.
 """
 from __future__ import annotations
 
