@@ -126,8 +126,8 @@ class _WaveInterrupted(KeyboardInterrupt):
 
 
 def _timing_cpu() -> int | None:
-    """The CPU a wave's workers time on: this process's last allowed one (the first is
-    where the kernel's and the shell's own work tends to land)."""
+    """The CPU a wave's workers time on: this process's last allowed one (any fixed one
+    would do: what matters is that every worker shares it)."""
     try:
         return max(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -166,14 +166,19 @@ def _concurrently(pairs: list[tuple[list[list[str]], list[Path]]], sides: tuple[
             t.join(30)
         if any(isinstance(r, BaseException) or r is None for r in runs):
             raise
-        raise _WaveInterrupted([runs[i:i + 2] for i in range(0, len(runs), 2)]) from None
+        interrupted = True
+    else:
+        interrupted = False
+        for r in runs:
+            if isinstance(r, BaseException):
+                raise r
     finally:
         if coordinator is not None:
             coordinator.close()
-    for r in runs:
-        if isinstance(r, BaseException):
-            raise r
-    return [runs[i:i + 2] for i in range(0, len(runs), 2)]
+    by_pair = [runs[i:i + 2] for i in range(0, len(runs), 2)]
+    if interrupted:
+        raise _WaveInterrupted(by_pair)
+    return by_pair
 
 
 def _one_after_the_other(sides: tuple[Checkout, Checkout], commands: list[list[str]],
@@ -411,7 +416,8 @@ def _session(command: list[str], sides: tuple[Checkout, Checkout], *, rounds: in
     stopped = interrupted = False
     # Runs one after the other look from round 2 (one pair gives no between-run
     # variance); waves of pairs taking turns look after each wave.
-    looks = max(len(waves) - (1 if wave == 1 else 0), 1)
+    skipped = 1 if wave == 1 else 0  # waves before the first look
+    looks = max(len(waves) - skipped, 1)
     try:
         for w, members in enumerate(waves):
             pairs = []
@@ -447,10 +453,9 @@ def _session(command: list[str], sides: tuple[Checkout, Checkout], *, rounds: in
                                                           " (a run failed: round not counted)"))
             if cut_short is not None:
                 raise cut_short
-            if mode == "time" and len(complete) >= 2:
-                look = min(w + (1 if wave > 1 else 0), looks)
+            if mode == "time" and len(complete) >= 2 and w >= skipped:
                 report = decide_rounds(complete, threshold=threshold, confidence=confidence,
-                                       inconclusive=inconclusive, look=max(look, 1),
+                                       inconclusive=inconclusive, look=w + 1 - skipped,
                                        looks=looks, statistic=statistic, blocks=blocks)
                 open_ = [row.key for row in report.rows if row.decision.verdict == "inconclusive"]
                 say(f"opbench ab: {len(report.rows) - len(open_)} of {len(report.rows)} "
@@ -481,6 +486,6 @@ def _session(command: list[str], sides: tuple[Checkout, Checkout], *, rounds: in
         base=Side("base", sides[0].revision, sides[0].commit, env[0], len(complete)),
         head=Side("head", sides[1].revision, sides[1].commit, env[1], len(complete)),
         command=tuple(command), mode=mode, rounds=len(complete), max_rounds=rounds,
-        stopped_early=stopped, interrupted=interrupted, interleave=how,
-        wave=wave if how == "turns" else 1, failed=tuple(failed),
+        stopped_early=stopped, interrupted=interrupted, interleave=how, wave=wave,
+        failed=tuple(failed),
         functions=tuple(functions), seconds=time.monotonic() - start, notes=tuple(notes))

@@ -70,26 +70,29 @@ class TurnClient:
     def acquire(self) -> None:
         if self._since is not None:
             return
-        if self._write >= 0:
-            try:
-                os.write(self._write, b"a")
-                granted = os.read(self._read, 1) == b"g"
-            except OSError:
-                granted = False
-            if not granted:  # the coordinator is gone: go on alone
-                self._write = -1
+        self._ask(b"a")
         if self._cpu is not None and self._affinity is None:
-            self._pin()
+            self._pin(self._cpu)
         self._since = time.perf_counter()
 
-    def _pin(self) -> None:
+    def _ask(self, request: bytes) -> None:
+        """Sends ``request`` and waits for the grant; a coordinator that is gone (or
+        never was) leaves this worker to go on alone."""
+        if self._write < 0:
+            return
+        try:
+            os.write(self._write, request)
+            granted = os.read(self._read, 1) == b"g"
+        except OSError:
+            granted = False
+        if not granted:
+            self._write = -1
+
+    def _pin(self, cpu: int) -> None:
         # Every worker times on one CPU: a CPU whose hardware sibling is busy with
         # another tenant runs everything on it up to 2x slower, for as long as the
         # tenant runs; on a CPU of its own each process would keep its own share of
         # that for its whole run (a run at 2x of the rest), shared it cancels.
-        cpu = self._cpu
-        if cpu is None:
-            return
         try:
             self._affinity = os.sched_getaffinity(0)
             os.sched_setaffinity(0, {cpu})
@@ -122,14 +125,10 @@ class TurnClient:
         self.release()
         self._unpin()  # ends share the hold: spread them over every CPU
         self._cpu = None
-        if self._write < 0 or not self._exit_holds:
+        if not self._exit_holds:
             self.acquire()
             return
-        try:
-            os.write(self._write, b"x")
-            os.read(self._read, 1)
-        except OSError:
-            self._write = -1
+        self._ask(b"x")
         self._since = time.perf_counter()
 
     def tick(self) -> None:
@@ -262,19 +261,13 @@ class Coordinator:
                         if state.exit_waiting[w]:
                             state.exit_waiting[w] = False
                             state.exiting.add(w)
-                            try:
-                                os.write(self._grants[w][1], b"g")
-                            except OSError:
-                                state.close(w)
+                            self._grant(state, w)
                 if state.holder is None and not state.exiting and any(state.waiting):
                     grant, wait = self._next(state, time.monotonic())
                     if grant is not None:
                         state.waiting[grant], state.holder = False, grant
                         self.turns[grant] += 1
-                        try:
-                            os.write(self._grants[grant][1], b"g")
-                        except OSError:  # it died between asking and the grant
-                            state.close(grant)
+                        self._grant(state, grant)
                         continue
                     if wait is not None:
                         timeout = min(timeout, wait)
@@ -296,6 +289,12 @@ class Coordinator:
                             state.holder, state.released[w] = None, time.monotonic()
         finally:
             sel.close()
+
+    def _grant(self, state: _Serving, w: int) -> None:
+        try:
+            os.write(self._grants[w][1], b"g")
+        except OSError:  # it died between asking and the grant
+            state.close(w)
 
     def _next(self, state: _Serving, now: float) -> tuple[int | None, float | None]:
         """(the worker to grant, or None; else seconds worth waiting, or None)."""
