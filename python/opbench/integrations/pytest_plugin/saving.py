@@ -90,4 +90,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                                               and state.report.exit_status != 0)
     if failed and state.fail_above is not None and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
