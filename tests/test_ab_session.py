@@ -193,12 +193,24 @@ def test_ctrl_c_in_a_wave_keeps_the_rounds_whose_runs_finished(repo: Path, tmp_p
                              "--format", "json", "--keep", str(keep), "--", *PYTEST], cwd=repo,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     finished = [keep / f"round{r}_{side}.json" for r in (1, 2) for side in ("base", "head")]
+
+    def rounds_1_and_2_running() -> bool:  # their --basetemp names them
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"round1_" in cmdline or b"round2_" in cmdline:
+                return True
+        return False
+
     deadline = time.monotonic() + 120
-    while not (marker.exists() and all(f.exists() for f in finished)) \
-            and time.monotonic() < deadline:
+    # Ctrl-C once rounds 1 and 2 wrote their files and their processes exited.
+    while not (marker.exists() and all(f.exists() for f in finished)
+               and not rounds_1_and_2_running()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert marker.exists() and all(f.exists() for f in finished)
-    time.sleep(1)  # the four finished processes exit after writing their files
+    assert not rounds_1_and_2_running()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
