@@ -347,3 +347,16 @@ def test_block_size_search_calls_are_never_samples(rule):
 
     m = rule(T("f()", globals={"f": len}))
     assert set(m.raw_times) == {float(m.info["block_size"])}, sorted(set(m.raw_times))
+
+
+def test_block_size_for_sizes_blocks_by_time_and_keeps_its_warm_up_out():
+    class T(Timer):
+        _timer_cls = _PerCallEngine
+
+    t = T("f()", globals={"f": len})
+    number = t.block_size_for(0.002)  # calls of 1 us: 2000 to a block of 2 ms
+    assert number == 2000
+    m = t.measurement(number, [t.run(number)])
+    assert set(m.raw_times) == {2000.0}  # the three sizing calls and the warm-up block: gone
+    with pytest.raises(ValueError, match="seconds"):
+        t.block_size_for(0)

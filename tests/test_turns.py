@@ -68,7 +68,10 @@ def test_taking_turns_hands_over_between_blocks() -> None:
         task_spec = "spec"
 
         def block_size(self, min_run_time: float) -> int:
-            return 10
+            raise AssertionError("turns size blocks by time, not by the tenfold search")
+
+        def block_size_for(self, seconds: float) -> int:
+            return round(seconds / 1e-4)
 
         def run(self, number: int) -> float:
             return 1e-4 * number
@@ -91,7 +94,7 @@ def test_taking_turns_hands_over_between_blocks() -> None:
     client = Recorder()
     timer = TakingTurns(FakeTimer(), client)
     assert timer.task_spec == "spec"  # everything else is the Timer's
-    # Blocks of ~BLOCK seconds (2 ms of 0.1 ms calls), whatever the Timer's own size.
+    # Blocks of ~BLOCK seconds (2 ms of 0.1 ms calls).
     assert timer.block_size(0.2) == 20 and timer.run(20) == pytest.approx(2e-3)
     # Calibration took the turn; the block used it up (quantum 0) and handed it over.
     assert client.events == ["acquire", "release", "acquire"]
@@ -211,3 +214,28 @@ def test_a_worker_that_ends_without_timing_does_not_hold_up_the_start() -> None:
     _serve(coordinator, [threading.Thread(target=work, args=(w,)) for w in range(4)])
     assert time.monotonic() - start < 20  # far less than the 30 s start wait
     assert coordinator.turns == [3, 3, 3, 0]
+
+
+def test_a_spawned_workers_exit_reads_as_end_of_file_without_polling() -> None:
+    import subprocess
+    import sys
+
+    coordinator = Coordinator(partner_wait=0.05)
+    code = ("from opbench.gate.turns import client_from_environment\n"
+            "c = client_from_environment()\n"
+            "for _ in range(3):\n    c.acquire(); c.release()\n"
+            "c.hold_to_exit()\n")
+    procs = []
+    for w in range(2):
+        procs.append(subprocess.Popen([sys.executable, "-c", code], pass_fds=coordinator.worker_fds(w),
+                                      env={**os.environ, **coordinator.environment(w)}))
+        coordinator.spawned(w)
+    # finished() never says so: only end of file on each worker's pipe can end serve.
+    server = threading.Thread(target=coordinator.serve, args=(lambda w: False,), daemon=True)
+    server.start()
+    server.join(60)
+    alive = server.is_alive()
+    for p in procs:
+        p.wait(60)
+    coordinator.close()
+    assert not alive and coordinator.turns == [3, 3]

@@ -320,6 +320,34 @@ class Timer:
         self._engine.discard_samples()
         return number
 
+    def block_size_for(self, seconds: float) -> int:
+        """Starts a measurement and returns the block size whose blocks take about
+        ``seconds``: sized from the fastest of three single calls, then one untimed
+        block of that size as the warm-up.
+
+        ``block_size``'s tenfold search costs about a thousand blocks of its own minimum
+        (12 ms for a 50 us statement); where blocks must last a fixed time whatever the
+        clock's overhead (processes taking turns to time, ``opbench.gate.turns``), that
+        search is pure warm-up, and one block warms as well.
+
+        Example:
+            >>> import opbench
+            >>> t = opbench.Timer("sum(range(100))")
+            >>> number = t.block_size_for(0.002)
+            >>> 0.0002 < t.run(number) < 0.2
+            True
+        """
+        check_positive("seconds", seconds)
+        self._begin_measurement()
+        with set_torch_threads(self._task_spec.num_threads):
+            self._engine.warm_up()
+            unit = self._engine.block_unit()
+            per_call = min(self._timeit(unit) for _ in range(3)) / unit
+            number = min(max(1, round(seconds / per_call / unit)) * unit, _MAX_BLOCK_SIZE)
+            self._timeit(number)
+        self._engine.discard_samples()  # the calls so far were warm-up, not samples
+        return number
+
     def run(self, number: int) -> float:
         """Seconds for one block of ``number`` runs, in the Timer's thread setting.
 

@@ -42,6 +42,7 @@ Example::
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import statistics
@@ -144,10 +145,14 @@ def _concurrently(pairs: list[tuple[list[list[str]], list[Path]]], sides: tuple[
     def go(w: int) -> None:
         (commands, files), side = pairs[w // 2], w % 2
         try:
-            extra = coordinator.environment(w) if coordinator else None
-            fds = coordinator.worker_fds(w) if coordinator else ()
+            extra: dict[str, str] | None = None
+            fds: tuple[int, ...] = ()
+            spawned: Callable[[], None] | None = None
+            if coordinator is not None:
+                extra, fds = coordinator.environment(w), coordinator.worker_fds(w)
+                spawned = functools.partial(coordinator.spawned, w)
             runs[w] = sides[side].run(commands[side], results_file=files[side], env=extra,
-                                      timeout=timeout, pass_fds=fds)
+                                      timeout=timeout, pass_fds=fds, after_spawn=spawned)
         except BaseException as e:  # reported as the run's failure
             runs[w] = e
 

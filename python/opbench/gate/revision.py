@@ -70,7 +70,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from opbench.errors import Error
@@ -345,7 +345,8 @@ class Checkout:
 
     def run(self, command: Sequence[str], *, results_file: str | os.PathLike[str] | None = None,
             env: Mapping[str, str] | None = None, timeout: float | None = None,
-            echo: bool = False, pass_fds: Sequence[int] = ()) -> Run:
+            echo: bool = False, pass_fds: Sequence[int] = (),
+            after_spawn: Callable[[], None] | None = None) -> Run:
         """Runs ``command`` in the checkout and returns the Run (see the module doc).
 
         Args:
@@ -356,6 +357,8 @@ class Checkout:
             timeout: seconds after which the command is stopped (a failed Run).
             echo: also copy the command's output to this process's stdout as it comes.
             pass_fds: file descriptors the command inherits (``subprocess.Popen``'s).
+            after_spawn: called once the command's process exists (or failed to
+                start): where the caller may close its copies of ``pass_fds``.
 
         Raises:
             KeyboardInterrupt: Ctrl-C (the command's process group was stopped first).
@@ -383,7 +386,7 @@ class Checkout:
             cwd = self.path
         start = time.monotonic()
         returncode, output = _run_group(command, cwd, self.environment(results_file, env),
-                                        timeout, echo, tuple(pass_fds))
+                                        timeout, echo, tuple(pass_fds), after_spawn)
         return Run(self.revision, self.commit, tuple(command), returncode,
                    results_file if results_file.is_file() else None, output,
                    time.monotonic() - start)
@@ -412,7 +415,8 @@ def _stop_running() -> None:
 
 
 def _run_group(command: list[str], cwd: Path, env: dict[str, str], timeout: float | None,
-               echo: bool, pass_fds: tuple[int, ...] = ()) -> tuple[int, str]:
+               echo: bool, pass_fds: tuple[int, ...] = (),
+               after_spawn: Callable[[], None] | None = None) -> tuple[int, str]:
     """Runs ``command`` in a process group of its own; returns (exit status, output tail).
     Ctrl-C or the timeout stops the whole group."""
     with tempfile.TemporaryFile(mode="w+b") as log:
@@ -423,6 +427,9 @@ def _run_group(command: list[str], cwd: Path, env: dict[str, str], timeout: floa
                                     pass_fds=pass_fds)
         except OSError as e:  # no such program, not executable: a failed run, as a shell says
             return 127, f"cannot run {command[0]!r}: {e.strerror or e}\n"
+        finally:
+            if after_spawn is not None:
+                after_spawn()
         with _RUNNING_LOCK:
             _RUNNING.add(proc)
         try:

@@ -159,7 +159,8 @@ class TakingTurns:
     ``run`` take it, each block may hand it over (``TurnClient.tick``); the caller
     releases it when the measurement is done. Everything else is the Timer's.
 
-    Blocks last about ``BLOCK`` seconds on both sides. The Timer's own block size
+    Blocks last about ``BLOCK`` seconds on both sides (``Timer.block_size_for``,
+    whose one warm-up block replaces the search's thousand). The Timer's own block size
     grows tenfold until the clock's overhead, probed under the machine's load, is
     negligible, so on a busy machine one side may get blocks of 1 ms and the other
     of 20 ms; a block longer than the scheduler's time slice always includes a
@@ -176,9 +177,7 @@ class TakingTurns:
 
     def block_size(self, min_run_time: float) -> int:
         self._client.acquire()
-        self._timer.block_size(min_run_time)  # starts the measurement, warms up
-        per_call = min(self._timer.run(1) for _ in range(3))
-        return max(1, round(BLOCK / per_call)) if per_call > 0 else 1
+        return int(self._timer.block_size_for(BLOCK))
 
     def run(self, number: int) -> float:
         self._client.acquire()
@@ -192,9 +191,10 @@ class Coordinator:
     ``2i`` (base) and ``2i + 1`` (head).
 
     Give ``worker_fds(w)`` to worker ``w``'s process (``pass_fds``) with
-    ``environment(w)``, then ``serve(finished)`` until every process ended, and
-    ``close()``. ``first`` is the side (0: base, 1: head) whose turn comes first in pair
-    0; pair ``i`` starts with the other side when ``i`` is odd. Turns go round the
+    ``environment(w)``, call ``spawned(w)`` once it started, then ``serve(finished)``
+    until every process ended, and ``close()``. ``first`` is the side (0: base, 1:
+    head) whose turn comes first in pair 0; pair ``i`` starts with the other side
+    when ``i`` is odd. Turns go round the
     workers forth and back (serpentine: ``b0 h0 h1 b1 | b1 h1 h0 b0 | ...``), so within
     each pair the order is ABBA and across pairs every worker's turns are spread evenly
     over the session: load from elsewhere lands on every process alike.
@@ -215,9 +215,22 @@ class Coordinator:
         self._requests = [os.pipe() for _ in range(workers)]  # worker writes, we read
         self._grants = [os.pipe() for _ in range(workers)]    # we write, worker reads
         self.turns = [0] * workers                            # turns granted to each
+        # This process's copies of each worker's ends, until the worker holds its own.
+        self._worker_ends: list[tuple[int, ...]] = [self.worker_fds(w) for w in range(workers)]
 
     def worker_fds(self, worker: int) -> tuple[int, int]:
         return self._grants[worker][0], self._requests[worker][1]
+
+    def spawned(self, worker: int) -> None:
+        """Worker ``worker``'s process holds its ends now (or failed to start): closes
+        this process's copies, so its end reads as end of file on its request pipe the
+        moment it exits (with the turn held to exit, every other worker waits on that)."""
+        for fd in self._worker_ends[worker]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._worker_ends[worker] = ()
 
     def environment(self, worker: int) -> dict[str, str]:
         read_fd, write_fd = self.worker_fds(worker)
@@ -229,7 +242,8 @@ class Coordinator:
     def close(self) -> None:
         """Closes every descriptor (after the workers ended)."""
         for worker in range(self.workers):
-            for fd in (*self._requests[worker], *self._grants[worker]):
+            self.spawned(worker)  # the worker's ends, where this process still holds them
+            for fd in (self._requests[worker][0], self._grants[worker][1]):
                 try:
                     os.close(fd)
                 except OSError:
@@ -250,9 +264,10 @@ class Coordinator:
                         state.close(w)
                 if all(state.closed):
                     return
-                # A process's end shows only as its thread ending (finished): polled
-                # often, as the turn may wait on it (a worker holds it to exit).
-                timeout = 0.01
+                # A process's end shows as end of file on its request pipe once it was
+                # spawned(); finished() catches the rest (a child of the worker that
+                # inherited its ends and lives on).
+                timeout = 0.1
                 if state.holder is None and any(state.exit_waiting):
                     # Ends before any more timing, all that asked at once. (Holding them
                     # back until the last timing turn, to run them all together, was
