@@ -239,3 +239,45 @@ def test_a_spawned_workers_exit_reads_as_end_of_file_without_polling() -> None:
         p.wait(60)
     coordinator.close()
     assert not alive and coordinator.turns == [3, 3]
+
+
+def test_a_wave_runs_session_ends_quickly_with_one_line_not_the_table(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from conftest import PYTEST_PLUGIN_ARGS
+
+    (tmp_path / "test_one.py").write_text(
+        "import os\n"
+        "class Cycle:\n"  # cyclic garbage whose finalizer leaves a mark
+        "    def __del__(self):\n"
+        "        open(os.environ['MARK'], 'w').close()\n"
+        "def test_sum(opbench):\n"
+        "    opbench('sum(range(50))')\n"
+        "    import gc; gc.disable()\n"  # so that only an explicit collection finds it
+        "    c = Cycle(); c.me = c; del c\n")
+    # The heap is frozen by the time pytest unconfigures (its collections skip it).
+    (tmp_path / "conftest.py").write_text(
+        "import gc, os\n"
+        "def pytest_unconfigure(config):\n"
+        "    open(os.environ['MARK'] + '.frozen', 'w').write(str(gc.get_freeze_count()))\n")
+    coordinator = Coordinator(partner_wait=0.05)
+    procs = []
+    for w in range(2):
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PYTEST_PLUGIN_ARGS,
+             "--opbench-min-time=0.01", "--opbench-min-samples=5",
+             f"--opbench-save={tmp_path / f'{w}.json'}", str(tmp_path / "test_one.py")],
+            cwd=tmp_path, pass_fds=coordinator.worker_fds(w), stdout=subprocess.PIPE, text=True,
+            env={**os.environ, **coordinator.environment(w), "MARK": str(tmp_path / f"mark{w}")}))
+        coordinator.spawned(w)
+    coordinator.serve(lambda w: procs[w].poll() is not None)
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    coordinator.close()
+    for out in outputs:
+        assert "opbench: 1 benchmark(s) timed, taking turns in an `opbench ab` wave" in out, out
+        assert "ops/s" not in out  # the table's header
+    for w in (0, 1):
+        assert (tmp_path / f"mark{w}").exists()  # the session's garbage was still finalized
+        assert int((tmp_path / f"mark{w}.frozen").read_text()) > 1000
+    assert coordinator.turns[0] >= 1 and coordinator.turns[1] >= 1

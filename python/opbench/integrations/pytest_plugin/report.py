@@ -62,6 +62,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     if not state.results and not state.gate_error:
         return
+    if state.turns is not None:
+        # A run of an `opbench ab` wave: ab reports the verdicts (and a failed run's
+        # output), so the table would be drawn for no reader while every other process
+        # of the wave holds off timing for this one's end.
+        write(f"opbench: {len(state.results)} benchmark(s) timed, taking turns in an "
+              "`opbench ab` wave")
+        for line in state.saved:
+            write(f"opbench: {line}")
+        return
     from opbench._text import text_table
 
     for group, rows in _summary_rows(state).items():

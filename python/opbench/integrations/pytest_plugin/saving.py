@@ -54,6 +54,19 @@ def _save(state: _Session, config: pytest.Config) -> list[str]:
     return written
 
 
+def _end_quickly() -> None:
+    """Collects the session's garbage once, then freezes the heap (``gc.freeze``): the
+    collections still to come (pytest's several at unconfigure, the interpreter's at
+    exit) then skip the imported world, and this process ends in ~35 ms instead of
+    ~100 ms (measured here), while every other process of the wave holds off timing
+    for it. The one collection first keeps the session's cyclic garbage finalized
+    (files flushed, unraisable exceptions reported) as without the freeze."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
@@ -73,6 +86,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         # percentiles spread by up to 12% instead of 2%, and a 2x slowdown went uncaught
         # once in ten sessions.)
         state.turns.hold_to_exit()
+        _end_quickly()
     if not state.results:
         if state.baseline is not None:
             state.gate_error = "no benchmark ran, so nothing was compared with the baseline"
