@@ -281,8 +281,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run (well under a minute)")
     parser.add_argument("--reps", type=int, default=20, help="repetitions of part 2 (default 20)")
-    parser.add_argument("--instruction-reps", type=int, default=5,
-                        help="repetitions of instruction mode (default 5: counts repeat exactly)")
+    parser.add_argument("--instruction-reps", type=int, default=20,
+                        help="repetitions of instruction mode (default 20, ~15 s each)")
     parser.add_argument("--spread-rounds", type=int, default=8,
                         help="rounds of part 3 (default 8, as the issue's measurement)")
     parser.add_argument("--part", choices=("1", "2", "3", "all"), default="all")
