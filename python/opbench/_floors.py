@@ -30,11 +30,11 @@ class Floor(NamedTuple):
 FLOORS: tuple[Floor, ...] = (
     Floor("native", "clock, loops, callgrind client requests, the CUDA driver (C++, `csrc/bindings/`)",
           ("opbench._C",)),
-    Floor("base", "errors and warnings, argument checks, atomic files, threads, text, the machine, "
-                  "progress bars, the old import paths, this table",
-          ("opbench._version", "opbench.errors", "opbench._checks", "opbench._files",
-           "opbench._threads", "opbench._text", "opbench.environment", "opbench.progress",
-           "opbench._moved", "opbench._floors")),
+    Floor("base", "errors and warnings, argument checks, the gate's named choices, atomic files, "
+                  "threads, text, the machine, progress bars, the old import paths, this table",
+          ("opbench._version", "opbench.errors", "opbench._checks", "opbench._choices",
+           "opbench._files", "opbench._threads", "opbench._text", "opbench.environment",
+           "opbench.progress", "opbench._moved", "opbench._floors")),
     Floor("stats", "statistics of timings, decisions (is B faster?), change points, torch's "
                    "float32 arithmetic",
           ("opbench.stats",)),

@@ -55,6 +55,7 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
+from opbench import _choices
 from opbench.core import identity
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement, select_unit
@@ -65,10 +66,10 @@ from opbench.stats import decide
 __all__ = ["FORMATS", "POLICIES", "Report", "Row", "compare", "describe_environment",
            "environment_differences", "format_value", "pool", "remeasured"]
 
-POLICIES = ("fail", "warn", "pass")
+POLICIES = _choices.POLICIES
 # Gated metric -> the work a throughput divides by (None: time itself).
-METRICS = {"time": None, "byte_rate": "bytes", "flop_rate": "flops"}
-FORMATS = ("text", "markdown", "json")
+METRICS = dict(zip(_choices.GATE_METRICS, (None, "bytes", "flops")))
+FORMATS = _choices.FORMATS
 
 # Environment facts a report shows for each side (the JSON has them all).
 _SHOWN = (("git_commit", "commit"), ("commit", "commit"), ("python", "Python"),

@@ -56,7 +56,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from opbench import gate
+from opbench import _choices, gate
 from opbench.callgrind.function_diff import diff as function_diff
 from opbench.core import identity
 from opbench.core.instructions import InstructionCounts
@@ -69,10 +69,10 @@ from opbench.store.results import Results, load
 
 __all__ = ["INTERLEAVES", "MODES", "RUN_STATISTICS", "WAVE", "decide_rounds", "run_ab"]
 
-MODES = ("time", "instructions")
+MODES = _choices.MODES
 # What one run contributes per benchmark: a quantile of its per-run times.
-RUN_STATISTICS = {"p10": 0.1, "median": 0.5}
-INTERLEAVES = ("auto", "turns", "runs")
+RUN_STATISTICS = dict(zip(_choices.RUN_STATISTICS, (0.1, 0.5)))
+INTERLEAVES = _choices.INTERLEAVES
 _BASE, _HEAD = 0, 1
 # Blocks a pytest run takes per benchmark at least (unless the command says): the 10th
 # percentile of 20 blocks is their 2nd smallest, of 50 their 5th.
@@ -81,9 +81,8 @@ _MIN_SAMPLES = 50
 # _MIN_SAMPLES blocks of turns.BLOCK (0.1 s). Runs are the replicates: more, shorter runs
 # narrow the interval more than fewer, longer ones (the between-process term dominates).
 _RUN_LENGTH = (("--opbench-min-samples", _MIN_SAMPLES), ("--opbench-min-time", 0.1))
-# Rounds whose process pairs start at once and take turns (opbench.gate.turns): their
-# start-ups overlap, and one wave of three pairs gives 4 degrees of freedom.
-WAVE = 3
+# Rounds whose process pairs start at once and take turns (opbench.gate.turns).
+WAVE = _choices.WAVE
 _NAMES = ("base", "head")
 
 
@@ -307,7 +306,7 @@ def run_ab(
     command: Sequence[str],
     base: str,
     *,
-    rounds: int = 3,
+    rounds: int = _choices.ROUNDS,
     mode: str = "time",
     threshold: float = 0.05,
     confidence: float = 0.95,

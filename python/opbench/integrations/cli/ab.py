@@ -34,6 +34,7 @@ import argparse
 import shlex
 import sys
 
+from opbench import _choices
 from opbench.integrations.cli import UsageError, command_parser, parse_fraction
 
 
@@ -43,24 +44,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                        "on runs", __doc__)
     p.add_argument("--base", required=True, metavar="REV",
                    help="the revision to compare the working tree with (main, HEAD~1, a commit)")
-    p.add_argument("--rounds", type=int, default=3, metavar="N",
-                   help="rounds (a base and a head run each) at most (default 3)")
-    p.add_argument("--wave", type=int, default=3, metavar="W",
+    p.add_argument("--rounds", type=int, default=_choices.ROUNDS, metavar="N",
+                   help="rounds (a base and a head run each) at most (default %(default)s)")
+    p.add_argument("--wave", type=int, default=_choices.WAVE, metavar="W",
                    help="with turns: rounds whose processes start at once and take turns "
-                        "(default 3); the session may stop after each wave")
-    p.add_argument("--mode", choices=("time", "instructions"), default="time",
+                        "(default %(default)s); the session may stop after each wave")
+    p.add_argument("--mode", choices=_choices.MODES, default="time",
                    help="time (default) or instructions (callgrind; one round decides)")
     p.add_argument("--threshold", default="5%",
                    help="the slowdown that matters, e.g. 5%% (default) or 0.05; a "
                         "benchmark's own (fixture threshold=) wins")
     p.add_argument("--confidence", type=float, default=0.95,
                    help="for the whole session, all benchmarks and rounds (default 0.95)")
-    p.add_argument("--inconclusive", choices=("fail", "warn", "pass"), default="fail",
+    p.add_argument("--inconclusive", choices=_choices.POLICIES, default="fail",
                    help="an undecided benchmark that looks slower: fail (default), warn or pass")
-    p.add_argument("--interleave", choices=("auto", "turns", "runs"), default="auto",
+    p.add_argument("--interleave", choices=_choices.INTERLEAVES, default="auto",
                    help="turns: both processes at once, taking turns to time (pytest); runs: "
                         "one after the other; auto (default): turns when both sides can")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+    p.add_argument("--format", choices=_choices.FORMATS, default="text",
                    help="the report's format on stdout (default text)")
     p.add_argument("--output", metavar="PATH",
                    help="also write the report (in --format) to PATH")
@@ -69,7 +70,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="seconds each run may take (default: no limit)")
     p.add_argument("--keep", metavar="DIR", help="keep every run's results file in DIR")
-    p.add_argument("--run-statistic", choices=("p10", "median"), default="p10",
+    p.add_argument("--run-statistic", choices=_choices.RUN_STATISTICS, default="p10",
                    help="what a run contributes per benchmark: the 10th percentile of its "
                         "per-run times (default: the code's cost when the machine let it "
                         "run) or its median")

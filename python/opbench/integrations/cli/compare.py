@@ -29,6 +29,7 @@ import argparse
 import sys
 from typing import Any
 
+from opbench import _choices
 from opbench.integrations.cli import UsageError, command_parser, parse_fraction
 
 
@@ -46,15 +47,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="relative change that matters, '5%%' or '0.05' (default 5%%)")
     p.add_argument("--confidence", type=float, default=0.95,
                    help="confidence level of the intervals (default 0.95)")
-    p.add_argument("--inconclusive", choices=("fail", "warn", "pass"), default="fail",
+    p.add_argument("--inconclusive", choices=_choices.POLICIES, default="fail",
                    help="what an undecided benchmark whose medians moved beyond the threshold "
                         "does: fail the gate (default), warn, or pass")
     p.add_argument("--fail-on-missing", action="store_true",
                    help="fail when a baseline benchmark is missing from NEW")
-    p.add_argument("--gate-on", choices=("time", "byte_rate", "flop_rate"), default="time",
+    p.add_argument("--gate-on", choices=_choices.GATE_METRICS, default="time",
                    help="what is gated: time (default), or throughput of the declared or "
                         "counted work")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+    p.add_argument("--format", choices=_choices.FORMATS, default="text",
                    help="output: text (default), markdown (a PR comment) or json")
     return p
 

@@ -7,6 +7,8 @@ import importlib.metadata
 
 import pytest
 
+from opbench import _choices
+
 # The module pytest registers; the entry point of an installed opbench names it.
 PLUGIN = "opbench.integrations.pytest_plugin"
 
@@ -48,28 +50,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--opbench-fail-above", metavar="THRESHOLD", default=None,
         help="with --opbench-compare: fail the session when a benchmark is slower by more "
              "than THRESHOLD ('5%%' or '0.05').")
-    add("--opbench-inconclusive", choices=("fail", "warn", "pass"), default="fail",
+    add("--opbench-inconclusive", choices=_choices.POLICIES, default="fail",
         help="an undecided benchmark whose medians moved beyond the threshold: fail "
              "(default), warn or pass.")
     add("--opbench-fail-on-missing", action="store_true", default=False,
         help="fail when a benchmark of the baseline did not run.")
-    add("--opbench-gate-on", choices=("time", "byte_rate", "flop_rate"), default="time",
+    add("--opbench-gate-on", choices=_choices.GATE_METRICS, default="time",
         help="what the gate compares: time (default), or throughput of the declared or "
              "counted work (flops=/bytes=).")
     add("--opbench-base", metavar="REV", default=None,
         help="A/B this suite against git revision REV: runs this same pytest command on REV "
              "and on the working tree in interleaved rounds (python -m opbench ab) and fails "
              "on a regression; --opbench-fail-above sets the threshold (default 5%%).")
-    add("--opbench-rounds", type=int, default=3, metavar="N",
-        help="with --opbench-base: rounds at most (default 3; fewer once all is decided).")
-    add("--opbench-wave", type=int, default=3, metavar="W",
+    add("--opbench-rounds", type=int, default=_choices.ROUNDS, metavar="N",
+        help="with --opbench-base: rounds at most (default %(default)s; fewer once all is decided).")
+    add("--opbench-wave", type=int, default=_choices.WAVE, metavar="W",
         help="with --opbench-base: rounds whose processes start at once and take turns "
-             "(default 3); the session may stop after each wave.")
+             "(default %(default)s); the session may stop after each wave.")
     add("--opbench-report", metavar="PATH", default=None,
         help="write the gate's report (--opbench-compare or --opbench-base) to PATH.")
-    add("--opbench-format", choices=("text", "markdown", "json"), default="markdown",
+    add("--opbench-format", choices=_choices.FORMATS, default="markdown",
         help="format of --opbench-report: markdown (default: a PR comment), json or text.")
-    add("--opbench-mode", choices=("time", "instructions"), default="time",
+    add("--opbench-mode", choices=_choices.MODES, default="time",
         help="time (default), or count instructions under callgrind (needs valgrind).")
     add("--opbench-instruction-number", type=int, default=_INSTRUCTION_NUMBER, metavar="N",
         help=f"instruction mode: calls per counted loop (default {_INSTRUCTION_NUMBER}).")

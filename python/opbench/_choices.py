@@ -1,0 +1,33 @@
+"""The named choices of the gate and of ``opbench ab``, and their defaults, declared once.
+
+The gate (``opbench.gate``) and the A/B session (``opbench.gate.ab_session``) check
+their arguments against these; the command line and the pytest plugin build their
+options from them. Those two must not import the gate to do so: it costs about as
+much again as ``import opbench``, paid at the start of every command and every pytest
+session whether it gates or not. So the lists live here, on the base floor, where
+everything may read them.
+
+Example:
+    >>> from opbench import _choices
+    >>> _choices.POLICIES, _choices.WAVE
+    (('fail', 'warn', 'pass'), 3)
+"""
+from __future__ import annotations
+
+# What an undecided benchmark that looks slower does to the gate (the first: default).
+POLICIES = ("fail", "warn", "pass")
+# A gate's report (text for a terminal, markdown for a PR comment, json for tools).
+FORMATS = ("text", "markdown", "json")
+# What the gate compares: time, or time per unit of the declared or counted work.
+GATE_METRICS = ("time", "byte_rate", "flop_rate")
+# How a benchmark is measured: by the clock, or by instructions under callgrind.
+MODES = ("time", "instructions")
+# How ab interleaves base and head: turns within processes, whole runs (ABBA), or turns
+# where both sides can.
+INTERLEAVES = ("auto", "turns", "runs")
+# What one ab run contributes per benchmark: a quantile of its per-run times.
+RUN_STATISTICS = ("p10", "median")
+# ab's rounds at most, and rounds whose processes start at once: one wave of three pairs
+# is decided with 4 degrees of freedom, and their start-ups overlap.
+ROUNDS = 3
+WAVE = 3
