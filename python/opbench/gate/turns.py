@@ -159,14 +159,14 @@ class TakingTurns:
     ``run`` take it, each block may hand it over (``TurnClient.tick``); the caller
     releases it when the measurement is done. Everything else is the Timer's.
 
-    Blocks last about ``BLOCK`` seconds on both sides (``Timer.block_size_for``,
-    whose one warm-up block replaces the search's thousand). The Timer's own block size
-    grows tenfold until the clock's overhead, probed under the machine's load, is
-    negligible, so on a busy machine one side may get blocks of 1 ms and the other
-    of 20 ms; a block longer than the scheduler's time slice always includes a
-    preemption, so per-call figures then differ with the block size, not the code
-    (measured here: paired run ratios up to 4.9 for a 1.8x change). Equal short
-    blocks sample both sides at one grain, and most run unpreempted.
+    Blocks last about ``BLOCK`` seconds on both sides (``Timer.block_size_for``), not
+    what the Timer's own search picks. That search grows the block tenfold until the
+    clock's overhead, probed under the machine's load, is negligible, so on a busy
+    machine one side may get blocks of 1 ms and the other of 20 ms; a block longer
+    than the scheduler's time slice always includes a preemption, so per-call figures
+    then differ with the block size, not the code (measured here: paired run ratios up
+    to 4.9 for a 1.8x change). Equal short blocks sample both sides at one grain, and
+    most run unpreempted; and one warm-up block costs less than the search's thousand.
     """
 
     def __init__(self, timer: Any, client: TurnClient) -> None:
@@ -194,10 +194,10 @@ class Coordinator:
     ``environment(w)``, call ``spawned(w)`` once it started, then ``serve(finished)``
     until every process ended, and ``close()``. ``first`` is the side (0: base, 1:
     head) whose turn comes first in pair 0; pair ``i`` starts with the other side
-    when ``i`` is odd. Turns go round the
-    workers forth and back (serpentine: ``b0 h0 h1 b1 | b1 h1 h0 b0 | ...``), so within
-    each pair the order is ABBA and across pairs every worker's turns are spread evenly
-    over the session: load from elsewhere lands on every process alike.
+    when ``i`` is odd. Turns go round the workers forth and back (serpentine: ``b0 h0
+    h1 b1 | b1 h1 h0 b0 | ...``), so within each pair the order is ABBA and across
+    pairs every worker's turns are spread evenly over the session: load from
+    elsewhere lands on every process alike.
     """
 
     def __init__(self, first: int = 0, quantum: float = QUANTUM,
