@@ -18,15 +18,16 @@ from __future__ import annotations
 POLICIES = ("fail", "warn", "pass")
 # A gate's report (text for a terminal, markdown for a PR comment, json for tools).
 FORMATS = ("text", "markdown", "json")
-# What the gate compares: time, or time per unit of the declared or counted work.
-GATE_METRICS = ("time", "byte_rate", "flop_rate")
+# What the gate compares: time, or time per unit of the declared or counted work; each
+# name maps to the work a throughput divides by (None: time itself).
+GATE_METRICS = {"time": None, "byte_rate": "bytes", "flop_rate": "flops"}
 # How a benchmark is measured: by the clock, or by instructions under callgrind.
 MODES = ("time", "instructions")
 # How ab interleaves base and head: turns within processes, whole runs (ABBA), or turns
 # where both sides can.
 INTERLEAVES = ("auto", "turns", "runs")
 # What one ab run contributes per benchmark: a quantile of its per-run times.
-RUN_STATISTICS = ("p10", "median")
+RUN_STATISTICS = {"p10": 0.1, "median": 0.5}
 # ab's rounds at most, and rounds whose processes start at once: one wave of three pairs
 # is decided with 4 degrees of freedom, and their start-ups overlap.
 ROUNDS = 3

@@ -68,7 +68,7 @@ __all__ = ["FORMATS", "POLICIES", "Report", "Row", "compare", "describe_environm
 
 POLICIES = _choices.POLICIES
 # Gated metric -> the work a throughput divides by (None: time itself).
-METRICS = dict(zip(_choices.GATE_METRICS, (None, "bytes", "flops")))
+METRICS = _choices.GATE_METRICS
 FORMATS = _choices.FORMATS
 
 # Environment facts a report shows for each side (the JSON has them all).

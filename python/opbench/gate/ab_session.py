@@ -71,7 +71,7 @@ __all__ = ["INTERLEAVES", "MODES", "RUN_STATISTICS", "WAVE", "decide_rounds", "r
 
 MODES = _choices.MODES
 # What one run contributes per benchmark: a quantile of its per-run times.
-RUN_STATISTICS = dict(zip(_choices.RUN_STATISTICS, (0.1, 0.5)))
+RUN_STATISTICS = _choices.RUN_STATISTICS
 INTERLEAVES = _choices.INTERLEAVES
 _BASE, _HEAD = 0, 1
 # Blocks a pytest run takes per benchmark at least (unless the command says): the 10th
