@@ -1,16 +1,16 @@
-"""opbench.engines.cuda: device timing by CUDA events.
+"""opbench.engines.cuda: device timing by CUDA events (the package; its modules' own
+tests are tests/test_cuda_<module>.py, the defects of issue 39 in test_cuda_device_timer.py,
+the fake driver's behaviours in test_cuda_fake.py).
 
 Everything that does not need a GPU runs against the fake driver of
 tests/fake_cuda: a C-ABI library these tests compile and hand to opbench's own
 loader (``_C._cuda_set_libraries``), so the shipped loader, timing loops, event
 pool, flush and launch-hold code run as on a GPU. The fake is as unkind as
-hardware (lazy kernel loading that waits for queued work, a finite launch
-queue, quantised event timestamps, sticky errors, per-thread contexts, NVML
-that answers at its update period with clocks that ramp from idle, a host
-clock that runs, the legacy stream's implicit synchronisation, L2 write-backs),
-and its device clock is exact, so device times are asserted to within the
-event quantum (with the host clock frozen between calls where a test asserts
-unheld windows exactly).
+hardware (see tests/fake_cuda/fake_cuda.cpp); its device clock is exact, so
+the tests that assert device times take the fake's exact options
+(``fake_cuda.EXACT``: no tick jitter, no launch gap, no clock ramp, the host
+clock frozen between calls) and assert to within the event quantum; the tests
+of each hardware behaviour turn it on.
 Tests that need a real GPU are at the end and skip without one.
 
 Defects of issue 12, each with the tests that failed before the fix:
@@ -42,19 +42,16 @@ against the unfixed extension and package with this fake):
       test_launches_that_cannot_be_counted_say_why, test_a_statement_that_cannot_be_captured_is_still_timed
   5 dirty lines of the flush:      test_cold_cache_flushes_before_each_call_outside_the_window,
       test_without_the_read_kernel_the_flush_writes_and_says_so
-  6 torch's graph path:            test_torch_graphs_on_a_cpu_only_torch_is_a_clear_cuda_error,
-      test_torch_graphs_set_up_on_their_own_device_or_say_why,
-      test_torch_graphs_capture_errors_are_graph_capture_errors,
-      test_torch_graphs_share_one_pool_and_their_capture_stream
+  6 torch's graph path:            test_torch_graphs_* (now in test_cuda_graphs.py)
   7 device selection:              test_the_device_comes_from_the_statements_tensors
   8 held legacy stream:            test_a_legacy_current_stream_is_replaced_by_a_private_one
   9 per-iteration offset:          test_per_iteration_reports_its_offset_from_blocks
 """
 from __future__ import annotations
 
-import contextlib
 import gc
 import itertools
+import statistics
 import subprocess
 import sys
 import time
@@ -63,45 +60,23 @@ import warnings
 import pytest
 
 import opbench.engines.cuda as oc
-from fake_cuda import HW_SLOWDOWN, ILLEGAL_ADDRESS, NOT_SUPPORTED, SW_POWER_CAP, FakeCuda, FakeGraphs, library
+from fake_cuda import (  # noqa: F401 (fixtures)
+    HW_SLOWDOWN,
+    ILLEGAL_ADDRESS,
+    NOT_SUPPORTED,
+    SW_POWER_CAP,
+    FakeTorchCuda,
+    fake_fixture,
+    fake_library_fixture,
+    no_warnings_fixture,
+    use_fake_torch,
+)
 from opbench import _C, errors
+from opbench.engines.cuda import device_timer
 from opbench.errors import LaunchHoldWarning, ResolutionWarning, ThrottleWarning
 
 MIB = 1024 * 1024
 QUANTUM = 5e-7  # the fake's default event quantum (0.5 us)
-
-
-@pytest.fixture(scope="session")
-def fake_library():
-    return library()
-
-
-@pytest.fixture
-def fake(fake_library, monkeypatch):
-    """opbench._C on a fresh fake driver; ``fake.configure(**options)`` starts it afresh."""
-    monkeypatch.setattr(errors, "_shown", set())  # once-per-process warnings show again
-    f = FakeCuda(fake_library)
-    # Most tests assert device times exactly: a host clock frozen between driver
-    # calls, and no clock probe. Tests of clocks and host gaps turn both on.
-    f.defaults = {"host_real_time": 0, "nvml_clocks": 0}
-    f.configure()
-    # Contexts made on the fake must be released on the fake: collect what this test
-    # made before switching back. Freezing the older objects keeps that collection to
-    # this test's own (a full collection of a long session's heap takes ~0.6 s).
-    gc.freeze()
-    try:
-        yield f
-        gc.collect()
-    finally:
-        gc.unfreeze()
-    _C._cuda_set_libraries()  # back to the real libcuda.so.1 (loaded on next use)
-
-
-@pytest.fixture
-def no_warnings():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        yield
 
 
 def warmed(timer: oc.DeviceTimer) -> oc.DeviceTimer:
@@ -111,48 +86,15 @@ def warmed(timer: oc.DeviceTimer) -> oc.DeviceTimer:
     return timer
 
 
-# -- pure helpers -----------------------------------------------------------
+def test_the_package_reexports_its_modules_names():
+    from opbench.engines.cuda import clocks, events
 
-
-@pytest.mark.parametrize(
-    "l2, expected_mib",
-    [(50 * MIB, 100), (40 * MIB, 80), (6 * MIB + 1, 13), (96 * 1024, 1), (126 * MIB, 252)],
-)
-def test_flush_buffer_is_twice_l2_rounded_up_to_mib(l2, expected_mib):
-    size = oc._flush_buffer_bytes(l2)
-    assert size == expected_mib * MIB
-    assert size >= 2 * l2
-
-
-@pytest.mark.parametrize("l2", [0, -1])
-def test_flush_buffer_falls_back_when_l2_unknown(l2):
-    assert oc._flush_buffer_bytes(l2) == 256 * MIB
-
-
-def test_clock_names():
-    assert oc._clock_name("events", "warm") == "cuda-events (warm L2)"
-    assert oc._clock_name("events", "cold") == "cuda-events (cold L2)"
-    assert oc._clock_name("per_iteration", "warm") == "cuda-events per-iteration (warm L2)"
-    assert oc._clock_name("graph", "cold") == "cuda-graph (cold L2)"
-
-
-def test_version_text():
-    assert oc._version_text(12040) == "12.4"
-    assert oc._version_text(13000) == "13.0"
-
-
-@pytest.mark.parametrize("seconds, calls", [(1e-7, 1000), (2e-5, 1000), (4e-5, 500), (1e-3, 20),
-                                            (0.02, 1), (3.0, 1), (0.0, 1000)])
-def test_graph_calls_aim_at_a_20ms_replay_and_at_most_1000(seconds, calls):
-    assert oc._graph_calls(seconds) == calls
-
-
-def test_throttle_and_reason_helpers():
-    assert oc._throttled(1484, 1980) is True  # 74.9% of the maximum
-    assert oc._throttled(1485, 1980) is False
-    assert oc._throttled(1000, None) is None
-    assert oc._reason_names(SW_POWER_CAP | HW_SLOWDOWN) == ["SwPowerCap", "HwSlowdown"]
-    assert oc._reason_names(0) == []
+    assert oc.DeviceTimer is device_timer.DeviceTimer and oc.Event is events.Event
+    assert (oc.MODES, oc.CACHES) == (device_timer.MODES, device_timer.CACHES)
+    assert oc.THROTTLE_THRESHOLD == clocks.THROTTLE_THRESHOLD == 0.75
+    assert oc.CudaError is _C.CudaError is errors.CudaError
+    assert sorted(oc.__all__) == ["CACHES", "CudaError", "DeviceTimer", "Event", "MODES",
+                                  "THROTTLE_THRESHOLD"]
 
 
 # -- validation and missing pieces ---------------------------------------------
@@ -241,8 +183,9 @@ def test_bad_stream_type(fake):
 # -- timing against the fake clock -------------------------------------------
 
 
-def test_events_time_blocks_of_calls(fake):
-    t = warmed(oc.DeviceTimer(fake.kernel(0.25)))
+def test_events_time_blocks_of_calls(fake, monkeypatch):
+    tc = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: fake.stream(0)}))  # launches counted: 1 a call
+    t = warmed(oc.DeviceTimer(tc.kernel(0.25)))
     records, waits = fake.stat("records"), fake.stat("stream_waits")
     fake.max_queued()
     assert t.timeit(8) == pytest.approx(8 * 0.25e-3, abs=QUANTUM)
@@ -260,8 +203,9 @@ def test_zero_calls(fake):
         t.timeit(-1)
 
 
-def test_hold_blocks_are_capped(fake):
-    t = warmed(oc.DeviceTimer(fake.kernel(0.5)))
+def test_hold_blocks_are_capped(fake, monkeypatch):
+    tc = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: fake.stream(0)}))
+    t = warmed(oc.DeviceTimer(tc.kernel(0.5)))
     t._ctx.hold_chunk = 3
     waits = fake.stat("stream_waits")
     assert t.timeit(10) == pytest.approx(5e-3, abs=4 * QUANTUM)
@@ -280,8 +224,10 @@ def test_the_hold_removes_launch_gaps(fake):
 
 
 def test_per_iteration_gives_each_call(fake):
-    # The first call alone, then (once) 64 calls that measure the per-iteration offset.
-    durations = itertools.chain([0.1], [0.05] * 64, [0.2, 0.3, 0.4, 0.5], itertools.repeat(1.0))
+    # The first call alone, one warm call (its host time bounds its launches: the
+    # legacy stream cannot be captured), then (once) 64 calls that measure the
+    # per-iteration offset.
+    durations = itertools.chain([0.1], [0.05] * 65, [0.2, 0.3, 0.4, 0.5], itertools.repeat(1.0))
     t = oc.DeviceTimer(lambda: fake.launch(next(durations)), mode="per_iteration")
     assert t.per_call_times(1) == pytest.approx([1e-4], abs=QUANTUM)
     assert t.per_call_times(4) == pytest.approx([2e-4, 3e-4, 4e-4, 5e-4], abs=QUANTUM)
@@ -293,7 +239,9 @@ def test_per_iteration_reuses_a_bounded_event_pool(fake):
     t = oc.DeviceTimer(fake.kernel(0.01), mode="per_iteration")
     times = t.per_call_times(600)
     assert len(times) == 600
-    assert times == pytest.approx([1e-5] * 600, abs=QUANTUM)
+    # Readings on one step of the timer are spread over a step either side.
+    assert times == pytest.approx([1e-5] * 600, abs=2 * QUANTUM)
+    assert statistics.median(times) == pytest.approx(1e-5, abs=QUANTUM / 10)
     assert fake.stat("events_live") <= 2 * 32
 
 
@@ -382,13 +330,14 @@ def test_timer_with_a_lazy_kernel_keeps_the_hold_and_reports_the_cold_first_call
 
 
 def test_a_stall_at_the_first_held_block_is_retried_held(fake, no_warnings):
-    # Like an autotuner that synchronizes on its first two calls: the first runs
-    # unheld; the stall of the second, at the start of the first held block, is
-    # retried held, not taken as a reason to drop the hold.
+    # Like an autotuner that synchronizes on its first three calls: the first runs
+    # unheld, and so does the second (its host time bounds its launches: the legacy
+    # stream cannot be captured); the stall of the third, at the start of the first
+    # held block, is retried held, not taken as a reason to drop the hold.
     calls = itertools.count()
 
     def tuning_then_kernel():
-        if next(calls) <= 1:
+        if next(calls) <= 2:
             fake.synchronize()
         fake.launch(0.5)
 
@@ -522,59 +471,65 @@ def test_eight_kernels_per_call_never_fill_the_launch_queue(fake, no_warnings):
     assert t.metadata()["launch_hold"] is True
 
 
-def test_the_per_call_block_leaves_room_for_the_events_and_the_flush(fake):
-    per_call = warmed(oc.DeviceTimer(fake.kernel(0.02), mode="per_iteration"))
+def test_the_per_call_block_leaves_room_for_the_events_and_the_flush(fake, monkeypatch):
+    tc = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: fake.stream(0)}))  # one launch a call, counted
+    per_call = warmed(oc.DeviceTimer(tc.kernel(0.02), mode="per_iteration"))
     fake.max_queued()
     per_call.timeit(100)
     assert fake.max_queued() == 1 + 32 * 3  # wait + (record, kernel, record) x 32
-    cold = warmed(oc.DeviceTimer(fake.kernel(0.02), cache="cold"))
+    cold = warmed(oc.DeviceTimer(tc.kernel(0.02), cache="cold"))
     fake.max_queued()
     cold.timeit(100)
     assert fake.max_queued() == 1 + 24 * 4  # and the flush memset: 24 calls a block
 
 
-def test_a_full_launch_queue_shrinks_the_held_block(fake, no_warnings):
+def test_a_full_launch_queue_shrinks_the_held_block(fake, monkeypatch, no_warnings):
     # Launches block once 40 commands are queued behind a hold: the watchdog
-    # releases it, and the block is redone smaller, still held, no warning.
+    # releases it, the same block is redone (a one-off would not stall again), and
+    # when it stalls again it is made smaller, still held, no warning.
     fake.configure(queue_depth=40)
-    t = oc.DeviceTimer(fake.kernel(0.01, per_call=8))
+    tc = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: fake.stream(0)}))
+    t = oc.DeviceTimer(tc.kernel(0.01, per_call=8))
     t._ctx.watchdog_s = 0.1
     assert t.timeit(20) == pytest.approx(1.6e-3, abs=20 * QUANTUM)
     assert t._ctx.hold_chunk == 2  # 4 calls got through (wait, record, 4 x 8 kernels)
-    assert fake.stat("queue_full_blocks") == 1
+    assert fake.stat("queue_full_blocks") == 2
     assert t.metadata()["launch_hold"] is True
 
 
-def test_the_learned_block_size_is_kept_for_the_device(fake, no_warnings):
+def test_the_learned_block_size_is_kept_for_the_device(fake, monkeypatch, no_warnings):
     fake.configure(queue_depth=40)
-    first = oc.DeviceTimer(fake.kernel(0.01, per_call=8))
+    tc = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: fake.stream(0)}))
+    first = oc.DeviceTimer(tc.kernel(0.01, per_call=8))
     first._ctx.watchdog_s = 0.1
     first.timeit(100)
-    assert fake.stat("queue_full_blocks") == 1
-    second = oc.DeviceTimer(fake.kernel(0.01, per_call=8))  # a new Context, same device
+    assert fake.stat("queue_full_blocks") == 2
+    second = oc.DeviceTimer(tc.kernel(0.01, per_call=8))  # a new Context, same device
     assert second.timeit(100) == pytest.approx(8e-3, abs=100 * QUANTUM)
-    assert fake.stat("queue_full_blocks") == 1  # no second stall
+    assert fake.stat("queue_full_blocks") == 2  # no more stalls
 
 
-def test_a_stall_keeps_blocks_already_measured(fake, no_warnings):
-    # One kernel per call for the first 40 calls, then 8: the second held block
-    # overflows a 100-command queue. Only that block is redone.
+def test_a_stall_keeps_blocks_already_measured(fake, monkeypatch, no_warnings):
+    # One kernel per call for the first 40 calls, then 8 (counted as 1: the count
+    # was made early): the second held block overflows a 100-command queue. Only
+    # that block is redone (twice: the same size first, then smaller).
     fake.configure(queue_depth=100)
+    tc = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: fake.stream(0)}))
     calls = itertools.count()
 
     def statement():
         n = next(calls)
         for _ in range(1 if n <= 40 else 8):
-            fake.launch(0.005)
+            fake.launch(0.005, stream=tc.streams[0])
 
     t = oc.DeviceTimer(statement)
     t._ctx.watchdog_s = 0.1
     total = t.timeit(100)
     made = next(calls)
-    assert fake.stat("queue_full_blocks") == 1
-    # 1 first call + 100 timed + the stalled block's calls (at most one block of 32).
-    assert 101 < made <= 101 + 32
-    # Timed: calls 1..32 (one kernel each) and 68 redone calls of 8 kernels.
+    assert fake.stat("queue_full_blocks") == 2
+    # The first call, the counted one, 100 timed and the stalled blocks' calls (two of 32 at most).
+    assert 102 < made <= 102 + 2 * 32
+    # Timed: calls 2..33 (one kernel each) and 68 redone calls of 8 kernels.
     assert total == pytest.approx(32 * 5e-6 + 68 * 40e-6, abs=20 * QUANTUM)
 
 
@@ -582,32 +537,31 @@ def test_a_stall_keeps_blocks_already_measured(fake, no_warnings):
 
 
 def test_graph_mode_captures_one_bounded_graph_and_excludes_the_upload(fake, monkeypatch, no_warnings):
-    graphs = FakeGraphs(fake, ms_per_call=0.002, upload_ms=50.0)
-    monkeypatch.setattr(oc.DeviceTimer, "_graphs_cls", graphs)
-    t = oc.DeviceTimer(fake.kernel(0.002), mode="graph")
+    fake.configure(graph_upload_ns=50_000_000)  # a graph's first launch uploads it: 50 ms
+    tc = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: fake.stream(0)}))
+    t = oc.DeviceTimer(tc.kernel(0.002), mode="graph")
     for number in (1, 10, 100, 1000, 10_000, 1_000_000):  # timeit's default is 1e6
         assert t.timeit(number) == pytest.approx(number * 2e-6, rel=1e-3)
-    assert graphs.captured == [1000]  # once, at most 1,000 calls, never per block size
-    assert graphs.prepared == 1
+    assert tc.graphs_captured == 1  # once, at most 1,000 calls, never per block size
     assert t.metadata()["graph_calls"] == 1000
-    assert fake.stat("launches") < 2000  # 1e6 calls as ~1,000 replays
+    assert fake.stat("graph_launches") < 1100  # 1e6 calls as ~1,000 replays
+    assert fake.stat("graph_uploads") == 1
 
 
 def test_graph_size_follows_the_call_time(fake, monkeypatch):
-    graphs = FakeGraphs(fake, ms_per_call=1.0, upload_ms=0.0)
-    monkeypatch.setattr(oc.DeviceTimer, "_graphs_cls", graphs)
-    t = oc.DeviceTimer(fake.kernel(1.0), mode="graph")
+    tc = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: fake.stream(0)}))
+    t = oc.DeviceTimer(tc.kernel(1.0), mode="graph")
     assert t.timeit(30) == pytest.approx(30e-3, rel=1e-4)  # 2 replays of 20 calls, scaled to 30
-    assert graphs.captured == [20]
+    assert (tc.graphs_captured, t.metadata()["graph_calls"]) == (1, 20)
 
 
 def test_graph_per_call_times_replay_a_one_call_graph(fake, monkeypatch):
-    graphs = FakeGraphs(fake, ms_per_call=0.01, upload_ms=5.0)
-    monkeypatch.setattr(oc.DeviceTimer, "_graphs_cls", graphs)
-    t = oc.DeviceTimer(fake.kernel(0.01), mode="graph")
-    assert t.per_call_times(3) == pytest.approx([1e-5] * 3, abs=QUANTUM)
-    assert t.per_call_times(3) == pytest.approx([1e-5] * 3, abs=QUANTUM)
-    assert graphs.captured == [1]
+    fake.configure(graph_upload_ns=5_000_000)
+    tc = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: fake.stream(0)}))
+    t = oc.DeviceTimer(tc.kernel(0.01), mode="graph")
+    assert t.per_call_times(3) == pytest.approx([1e-5] * 3, abs=2 * QUANTUM)
+    assert t.per_call_times(3) == pytest.approx([1e-5] * 3, abs=2 * QUANTUM)
+    assert tc.graphs_captured == 1  # the one-call graph alone
 
 
 # -- 5: clocks and throttling ------------------------------------------------------------
@@ -651,7 +605,8 @@ def test_short_blocks_read_no_idle_or_ramping_clock(fake, no_warnings):
     t.timeit(6400)  # 200 held blocks
     meta = t.metadata()
     assert (meta["sm_clock_mhz"], meta["throttled"], meta["clock_settled"]) == (1980, False, True)
-    assert fake.stat("nvml_clock_reads") <= 2 * (1 + oc._PROBE_MAX_S / oc._PROBE_SPACING_S + 1)  # one probe
+    one_probe = 2 * (1 + device_timer._PROBE_MAX_S / device_timer._PROBE_SPACING_S + 1)
+    assert fake.stat("nvml_clock_reads") <= one_probe
 
 
 def test_a_power_capped_gemm_is_power_capped_not_throttled(fake, no_warnings):
@@ -698,7 +653,7 @@ def test_event_quantum_is_measured_and_short_windows_warn(fake):
     assert meta["resolution_limited"] is True
     records = fake.stat("records")
     oc.DeviceTimer(fake.kernel(0.002)).timeit(1)
-    assert fake.stat("records") - records == 2  # once per device and process: no second probe
+    assert fake.stat("records") - records < 32  # once per device and process: no second probe
 
 
 def test_event_quantum_probe_tries_again_when_a_round_fits_between_ticks(fake):
@@ -723,51 +678,6 @@ def test_long_windows_and_blocks_do_not_warn(fake, no_warnings):
 # -- 7: contexts and streams of several devices ------------------------------------------------
 
 
-class StubStream:
-    def __init__(self, handle):
-        self.cuda_stream = handle
-        self.waited_for: list[int] = []
-
-    def wait_stream(self, other):
-        self.waited_for.append(other.cuda_stream)
-
-
-class TorchCudaStub:
-    """torch.cuda as the timer sees it: a current device, a current stream per device,
-    new (non-blocking) streams and the ``torch.cuda.stream`` context."""
-
-    def __init__(self, streams, current=0, fake=None):
-        self.streams, self.current, self.fake = dict(streams), current, fake
-        self.made: list[StubStream] = []
-
-    def current_device(self):
-        return self.current
-
-    def current_stream(self, device=None):
-        return StubStream(self.streams[self.current if device is None else device])
-
-    def Stream(self, device=None):
-        stream = StubStream(self.fake.stream(self.current if device is None else device))
-        self.made.append(stream)
-        return stream
-
-    @contextlib.contextmanager
-    def stream(self, stream):
-        before = self.streams[self.current]
-        self.streams[self.current] = stream.cuda_stream
-        try:
-            yield
-        finally:
-            self.streams[self.current] = before
-
-    def kernel(self, ms, per_call=1):
-        """A statement launching on torch's current stream, as torch ops do."""
-        def statement():
-            for _ in range(per_call):
-                self.fake.launch(ms, stream=self.streams[self.current])
-        return statement
-
-
 def test_the_callers_current_context_is_left_current(fake):
     fake.configure(device_count=2)
     fake.set_current(0)  # torch's current device
@@ -783,7 +693,7 @@ def test_the_callers_current_context_is_left_current(fake):
 def test_events_go_on_the_stream_of_the_timers_own_device(fake, monkeypatch):
     fake.configure(device_count=2)
     streams = {0: fake.stream(0), 1: fake.stream(1)}
-    monkeypatch.setattr(oc, "_torch_cuda", lambda: TorchCudaStub(streams, current=0))
+    use_fake_torch(monkeypatch, FakeTorchCuda(fake, streams, current=0))
     t = oc.DeviceTimer(fake.kernel(0.25, stream=streams[1]), device=1)
     assert t.timeit(4) == pytest.approx(1e-3, abs=QUANTUM)
     assert fake.records_on(streams[1], 1) > 0 and fake.records_on(streams[0], 0) == 0
@@ -801,7 +711,10 @@ def test_metadata(fake):
     t = oc.DeviceTimer(fake.kernel(0.5), mode="per_iteration", cache="cold")
     assert t.metadata()["throttled"] is None  # nothing measured yet
     t.timeit(3)
-    assert t.metadata() == {
+    meta = t.metadata()
+    assert meta.pop("per_iteration_offset_s") >= 0  # measured in cold mode too
+    assert meta.pop("per_call_estimator").startswith("each call's event window, readings on one step")
+    assert meta == {
         "clock": "cuda-events per-iteration (cold L2)",
         "device_timing": "per_iteration",
         "l2_cache": "cold",
@@ -829,9 +742,11 @@ def test_metadata(fake):
         "throttle_threshold": 0.75,
         "throttled": False,
         "throttled_windows": 0,
+        "judged_windows": 3,
+        "unjudged_windows": 0,
+        "unjudged_reason": None,
         "throttle_reasons": [],
         "power_capped": False,
-        "per_iteration_offset_s": None,  # measured in warm mode only
     }
 
 
@@ -845,38 +760,16 @@ def test_launch_hold_off_by_the_caller_is_reported(fake):
     assert meta["launch_hold_off_reason"] == "switched off by the caller (launch_hold=False)"
 
 
-# -- the Event API ------------------------------------------------------------------
-
-
-def test_event_record_synchronize_elapsed(fake):
-    stream = fake.stream(0)
-    start, end = oc.Event(), oc.Event()
-    start.record(stream=stream)
-    fake.set_current(0)  # the caller's own launches need a context, as with torch
-    fake.launch(2.5, stream=stream)
-    end.record(stream=stream)
-    end.synchronize()
-    assert end.query() is True
-    assert start.elapsed_time(end) == pytest.approx(2.5, abs=QUANTUM * 1e3)
-    assert fake.records_on(stream) == 2
-
-
-def test_event_misuse_is_a_clear_error(fake):
-    start, end = oc.Event(), oc.Event()
-    with pytest.raises(ValueError, match=r"Event.synchronize\(\) before Event.record\(\)"):
-        start.synchronize()
-    start.record()
-    with pytest.raises(ValueError, match=r"the end event was never recorded"):
-        start.elapsed_time(end)
-
-
 # -- with opbench.Timer ----------------------------------------------------------------
 
 
 def test_timer_device_timing(fake):
     from opbench.timer import Timer
 
-    fake.configure(**CLOCKS)
+    # The clock at its busy value from the first kernel: a clock ramping up from idle
+    # would slow the first kernels of a busy stretch, which starts when the host lets
+    # the device idle (real time here).
+    fake.configure(**{**CLOCKS, "clock_ramp_ns": 0})
     m = Timer(fake.kernel(0.01), device_timing="events", l2_cache="warm").timeit(100)
     assert m.median == pytest.approx(1e-5, abs=QUANTUM / 100)
     assert "cuda-events (warm L2)" in repr(m)
@@ -919,22 +812,19 @@ def test_graph_mode_blocks_are_whole_replays(fake, monkeypatch, no_warnings):
     # replay: min_run_time=0.2 cost 1,000 replays (2 s; 20 s for slower kernels).
     from opbench.timer import Timer
 
-    graphs = FakeGraphs(fake, ms_per_call=0.002, upload_ms=0.0)
-    monkeypatch.setattr(oc.DeviceTimer, "_graphs_cls", graphs)
-    timer = Timer(fake.kernel(0.002), device_timing="graph")
-    launches = fake.stat("launches")
+    tc = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: fake.stream(0)}))
+    timer = Timer(tc.kernel(0.002), device_timing="graph")
     m = timer.blocked_autorange(min_run_time=0.2)
-    assert graphs.captured == [1000] and m.number_per_run == 1000
+    assert tc.graphs_captured == 1 and m.number_per_run == 1000
     assert m.median == pytest.approx(2e-6, rel=1e-3)
-    assert fake.stat("launches") - launches <= 100 + 10  # 100 replays of 2 ms, and the warm-up
+    assert fake.stat("graph_launches") <= 100 + 10  # 100 replays of 2 ms, and the warm-up
 
 
 def test_held_blocks_are_sized_in_launches(fake, monkeypatch, no_warnings):
     # Defect 4: 32 calls of 64 kernels (2,048 launches) overfilled a 1,024-command
     # queue; each smaller block was learned through a watchdog stall.
     stream = fake.stream(0)
-    torch_cuda = TorchCudaStub({0: stream}, fake=fake)
-    monkeypatch.setattr(oc, "_torch_cuda", lambda: torch_cuda)
+    torch_cuda = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: stream}))
     t = oc.DeviceTimer(torch_cuda.kernel(0.001, per_call=64))
     t._ctx.watchdog_s = 0.2
     fake.max_queued()
@@ -955,8 +845,7 @@ def test_launches_that_cannot_be_counted_say_why(fake):
 
 def test_a_statement_that_cannot_be_captured_is_still_timed(fake, monkeypatch, no_warnings):
     stream = fake.stream(0)
-    torch_cuda = TorchCudaStub({0: stream}, fake=fake)
-    monkeypatch.setattr(oc, "_torch_cuda", lambda: torch_cuda)
+    torch_cuda = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: stream}))
     kernel = torch_cuda.kernel(0.01)
 
     def item_then_kernel():
@@ -984,8 +873,7 @@ def test_the_device_comes_from_the_statements_tensors(fake, monkeypatch):
 
     fake.configure(device_count=2)
     streams = {0: fake.stream(0), 1: fake.stream(1)}
-    torch_cuda = TorchCudaStub(streams, current=0, fake=fake)
-    monkeypatch.setattr(oc, "_torch_cuda", lambda: torch_cuda)
+    use_fake_torch(monkeypatch, FakeTorchCuda(fake, streams, current=0))
     statement = fake.kernel(0.25, stream=streams[1])
     m = Timer(statement, globals={"x": FakeTensor(1), "n": 3}, device_timing="events").timeit(4)
     assert m.median == pytest.approx(0.25e-3, abs=QUANTUM)
@@ -1005,8 +893,8 @@ def test_a_legacy_current_stream_is_replaced_by_a_private_one(fake, monkeypatch,
     # Defect 8: holding the legacy stream held every blocking stream too (a
     # pin-memory thread's copies): their work waited for the whole block.
     blocking = fake.stream(0, blocking=True)
-    torch_cuda = TorchCudaStub({0: 0}, fake=fake)  # torch's current stream: the legacy one
-    monkeypatch.setattr(oc, "_torch_cuda", lambda: torch_cuda)
+    # torch's current stream: the legacy one
+    torch_cuda = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: 0}))
     kernel = torch_cuda.kernel(0.1)
     stuck = []
 
@@ -1019,117 +907,29 @@ def test_a_legacy_current_stream_is_replaced_by_a_private_one(fake, monkeypatch,
     assert t.timeit(8) == pytest.approx(8 * 0.1e-3, abs=QUANTUM)  # the other stream's work is not in it
     assert set(stuck) == {0}
     private = torch_cuda.made[0].cuda_stream
-    assert fake.records_on(0) == 0 and fake.records_on(private) > 0
+    # On the legacy stream, only torch's own records: one for each time the private stream waits for it.
+    assert fake.records_on(0) == torch_cuda.made[0].waited_for.count(0) and fake.records_on(private) > 0
     assert torch_cuda.made[0].waited_for[0] == 0  # the statement's inputs came first
     assert t.metadata()["stream"].startswith("private non-blocking stream")
     assert torch_cuda.streams[0] == 0  # torch's current stream is left as it was
 
 
-def test_per_iteration_reports_its_offset_from_blocks(fake):
-    # Defect 9: an event record between kernels serialises them (here the 300 ns
-    # overlap of back-to-back kernels is lost and each record takes 200 ns), so
-    # per-call windows read above blocks; the offset is measured and reported.
+def test_per_iteration_reports_its_offset_from_blocks(fake, monkeypatch):
+    # Defect 9 (issue 24): an event record between kernels serialises them (here
+    # the 300 ns overlap of back-to-back kernels is lost and each record takes 200
+    # ns), so per-call windows read above blocks; the offset is measured, reported
+    # and (issue 39) subtracted from the per-call figures.
     fake.configure(kernel_overlap_ns=300, event_ns=200, event_quantum_ns=1)
-    t = oc.DeviceTimer(fake.kernel(0.01), mode="per_iteration")
-    assert t.per_call_times(10) == pytest.approx([10.2e-6] * 10, abs=2e-9)
-    n = oc._OFFSET_CALLS
+    tc = use_fake_torch(monkeypatch, FakeTorchCuda(fake, {0: fake.stream(0)}))  # whole blocks of 32 calls
+    t = oc.DeviceTimer(tc.kernel(0.01), mode="per_iteration")
+    figures = t.per_call_times(10)
+    assert t.last_windows == pytest.approx([10.2e-6] * 10, abs=2e-9)
+    n = device_timer._OFFSET_CALLS
     expected = (200 + 300) * (n - 1) / n * 1e-9  # from a block of n calls
     assert t.metadata()["per_iteration_offset_s"] == pytest.approx(expected, abs=2e-9)
-    events = oc.DeviceTimer(fake.kernel(0.01))
-    assert t.timeit(n) / n - events.timeit(n) / n == pytest.approx(expected, abs=2e-9)
-
-
-# -- defect 6: torch's own graph path, against the installed (CPU-only) torch ------------
-
-
-def test_torch_graphs_on_a_cpu_only_torch_is_a_clear_cuda_error():
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("this torch sees a GPU: test_gpu_graph_mode covers it")
-    with pytest.raises(oc.CudaError, match=r"device_timing='graph' needs torch with CUDA; this torch "
-                                           r"\(.*\) sees no CUDA device"):
-        oc._TorchGraphs(0)
-
-
-def test_torch_graphs_set_up_on_their_own_device_or_say_why(monkeypatch):
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("this torch sees a GPU")
-    # Past the availability check, the real torch refuses at the capture stream,
-    # made up front on the timer's device (not at the first capture).
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    with pytest.raises(oc.CudaError, match=r"graph mode could not set up capture on CUDA device 1: .*CUDA"):
-        oc._TorchGraphs(1)
-
-
-def test_torch_graphs_capture_errors_are_graph_capture_errors():
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("this torch sees a GPU")
-    graphs = object.__new__(oc._TorchGraphs)
-    graphs._torch, graphs._device, graphs._stream, graphs._pool, graphs._graphs = torch, 0, None, None, []
-    with pytest.raises(errors.GraphCaptureError, match=r"could not capture the statement into a CUDA graph: "
-                                                      r".*time it with device_timing='events'") as e:
-        graphs.capture(lambda: None, 1)  # the real torch.cuda, as far as a CPU build goes
-    assert isinstance(e.value, RuntimeError) and isinstance(e.value, errors.Error)
-
-
-def test_torch_graphs_share_one_pool_and_their_capture_stream():
-    # torch.cuda as _TorchGraphs drives it, recorded: the capture stream is made
-    # under the timer's device, both graphs get the same pool and stream, and a
-    # statement that synchronizes mid-capture is named.
-    calls = []
-
-    class Graph:
-        def replay(self):
-            calls.append("replay")
-
-    class Cuda:
-        is_available = staticmethod(lambda: True)
-        graph_pool_handle = staticmethod(lambda: "pool")
-        CUDAGraph = Graph
-
-        @staticmethod
-        @contextlib.contextmanager
-        def device(index):
-            calls.append(("device", index))
-            yield
-
-        @staticmethod
-        def Stream():
-            calls.append(("Stream", calls[-1]))
-            return "capture-stream"
-
-        @staticmethod
-        @contextlib.contextmanager
-        def graph(graph, pool=None, stream=None):
-            calls.append(("graph", pool, stream))
-            yield
-
-    import types
-
-    stub = types.SimpleNamespace(cuda=Cuda, __version__="stub")
-    original = sys.modules.get("torch")
-    sys.modules["torch"] = stub  # type: ignore[assignment]
-    try:
-        graphs = oc._TorchGraphs(1)
-    finally:
-        if original is None:
-            del sys.modules["torch"]
-        else:
-            sys.modules["torch"] = original
-    assert ("Stream", ("device", 1)) in calls  # made on the timer's device
-    graphs.capture(lambda: None, 1000)
-    graphs.capture(lambda: None, 1)
-    assert [c for c in calls if c[0] == "graph"] == [("graph", "pool", "capture-stream")] * 2
-    assert len(graphs._graphs) == 2  # both kept alive, one pool between them
-
-    def synchronizes():
-        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
-
-    with pytest.raises(errors.GraphCaptureError, match=r"operation not permitted when stream is capturing\. "
-                                                      r"A statement that synchronizes"):
-        graphs.capture(synchronizes, 10)
+    assert statistics.median(figures) == pytest.approx(10.2e-6 - expected, abs=2e-9)
+    events = oc.DeviceTimer(tc.kernel(0.01))
+    assert t.timeit(n) / n - events.timeit(n) / n == pytest.approx(0, abs=2e-9)
 
 
 # -- on a real GPU -------------------------------------------------------------------------
@@ -1200,7 +1000,7 @@ def test_gpu_cold_buffer_sized_from_the_device_l2():
     t = oc.DeviceTimer(lambda: x.mul_(1.0), cache="cold")
     assert len(t.per_call_times(5)) == 5
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    assert t.metadata()["flush_buffer_bytes"] == oc._flush_buffer_bytes(l2)
+    assert t.metadata()["flush_buffer_bytes"] == device_timer._flush_buffer_bytes(l2)
 
 
 @gpu

@@ -15,6 +15,10 @@ class _FakeDeviceTimer:
     def __init__(self, fn: Any, mode: str, cache: str, **options: Any) -> None:
         self.fn, self.mode, self.cache, self.options = fn, mode, cache, options
         self.last_per_call_times: list[float] = []
+        self.samples_begun = 0
+
+    def begin_samples(self) -> None:
+        self.samples_begun += 1
 
     def timeit(self, number: int) -> float:
         self.last_per_call_times = [1e-6 * (i + 1) for i in range(number)]
@@ -49,7 +53,8 @@ def test_block_modes_keep_the_blocks(fake_timer: None) -> None:
 def test_per_call_modes_hold_every_call(fake_timer: None, mode: str, cache: str) -> None:
     e = cuda_engine.DeviceEngine(_Statement(), mode=mode, l2_cache=cache)
     e.timeit(2)
-    e.discard_samples()  # warm-up forgotten
+    e.discard_samples()  # warm-up forgotten, and the samples begin: judged afresh
+    assert e._device.samples_begun == 1
     e.timeit(3)
     assert e.samples(3, [6e-6]) == (1, [1e-6, 2e-6, 3e-6])
     e.reset()

@@ -19,12 +19,24 @@
 //     (count_launches), so a call of 64 kernels is 64 commands, not one. A
 //     stall still teaches a smaller block for the device, for every later
 //     Context of this process.
-//   * Anything that waits for the GPU inside a call (a synchronize, .item(), and
-//     since CUDA 12.2 the lazy loading of a kernel on its first launch) cannot
-//     finish behind the hold. Callers run a statement's first call unheld
-//     (run(..., hold=false)); a watchdog thread releases the flag when the loop
-//     makes no progress, the block is retried once held, and only then is the
-//     hold switched off, with a warning saying why.
+//   * A statement whose launches cannot be counted (the legacy stream, a
+//     statement that cannot be captured) is sized by its host time instead: a
+//     launch costs the host at least kMinLaunchNs, so a call's host time bounds
+//     its launches. And whatever a block holds, it is queued within about
+//     kHeldHostNs of host time: a held wait stalls the hardware connection the
+//     stream shares with other streams of the process (CUDA_DEVICE_MAX_CONNECTIONS),
+//     so their work waits no longer than that.
+//   * Anything that waits for the GPU inside a call (a synchronize, .item(), a
+//     synchronising free, and since CUDA 12.2 the lazy loading of a kernel on its
+//     first launch) cannot finish behind the hold. Callers run a statement's first
+//     call unheld (run(..., hold=false)); a watchdog thread releases the flag when
+//     the loop makes no progress for a few hundred calls' worth of host time (at
+//     least 0.1 s, at most watchdog_s), the block is retried once held, and only
+//     then is the hold switched off (no call returned) or the block made smaller
+//     (the same block stalled twice: the queue is full), with a warning saying why.
+//     opbench's own frees never run inside a held block: a Context destroyed while
+//     any block is held (by a statement dropping a timer) frees once none is, and
+//     Python's cyclic garbage collector is paused while a block is queued.
 // Every call into the driver runs with this device's primary context pushed and
 // popped around it (Current), so the caller's current context (torch's current
 // device) is left as it was.
@@ -87,6 +99,91 @@ void warn_hold_lost(const std::string& why) {
       "opbench.cuda: launch hold switched off: " + why +
           ". Timing continues without the hold, so launch gaps between calls count as device time");
 }
+
+// --- frees, never inside a held block -----------------------------------------
+
+// Blocks held right now, in every Context of the process.
+std::atomic<int> holds_active{0};
+
+// What a Context owns on the device. Freeing synchronises with the device: inside
+// a held block it would wait for work only the block's own loop releases (until
+// the watchdog fired). A Context destroyed while any block is held (a statement
+// that drops a DeviceTimer, or the garbage collector) leaves its resources here,
+// and the loop that releases the last hold frees them.
+struct Owned {
+  std::shared_ptr<Driver> d;
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  std::vector<CUevent> events;
+  CUdeviceptr buffer = 0;
+  CUmodule module = nullptr;
+  void* host = nullptr;
+
+  // Never throws: at interpreter exit the driver may already be shutting down,
+  // and a leaked event is better than an abort.
+  void free() const {
+    const CudaTable& cu = d->cu;
+    const bool pushed = cu.cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
+    for (CUevent e : events) cu.cuEventDestroy(e);
+    if (buffer) cu.cuMemFree(buffer);
+    if (module) cu.cuModuleUnload(module);
+    if (host) cu.cuMemFreeHost(host);
+    if (pushed) {
+      CUcontext popped = nullptr;
+      cu.cuCtxPopCurrent(&popped);
+    }
+    cu.cuDevicePrimaryCtxRelease(dev);
+  }
+};
+
+std::mutex owned_mu;
+std::vector<Owned>& left_over() {
+  static std::vector<Owned> v;
+  return v;
+}
+
+// Frees `o` now, or once no block of the process is held.
+void free_when_unheld(Owned o) {
+  if (holds_active.load() == 0) {
+    o.free();
+    return;
+  }
+  std::lock_guard<std::mutex> lk(owned_mu);
+  left_over().push_back(std::move(o));
+}
+
+void free_left_over() {
+  if (holds_active.load() > 0) return;
+  std::vector<Owned> now;
+  {
+    std::lock_guard<std::mutex> lk(owned_mu);
+    now.swap(left_over());
+  }
+  for (const Owned& o : now) o.free();
+}
+
+// Python's cyclic garbage collector paused while a held block is queued: a cycle
+// collected there may free device memory (a DeviceTimer, a CUDA graph's pool).
+class GcPause {
+ public:
+  explicit GcPause(bool on) {
+#if PY_VERSION_HEX >= 0x030A0000
+    if (on) was_ = PyGC_Disable() == 1;
+#else
+    (void)on;
+#endif
+  }
+  GcPause(const GcPause&) = delete;
+  GcPause& operator=(const GcPause&) = delete;
+  ~GcPause() {
+#if PY_VERSION_HEX >= 0x030A0000
+    if (was_) PyGC_Enable();
+#endif
+  }
+
+ private:
+  bool was_ = false;
+};
 
 // --- the launch-hold watchdog ----------------------------------------------
 
@@ -167,8 +264,10 @@ struct Stall {
 // lines whose write-back lands in the next timed call (triton's zero_ does).
 // The store is never taken in practice; it keeps the loads from being removed.
 // PTX, JIT-compiled by the driver: no toolkit needed.
+// `.target` is filled in: sm_75 (the oldest target CUDA 13 still builds for)
+// first, sm_52 for older drivers and GPUs.
 constexpr const char* kL2ReadPtx = R"(.version 7.0
-.target sm_52
+.target TARGET
 .address_size 64
 .visible .entry opbench_l2_read(.param .u64 p_buf, .param .u64 p_n16, .param .u64 p_sink)
 {
@@ -219,6 +318,18 @@ constexpr long long kMaxHeldCalls = 32;
 constexpr long long kHeldCommands = 96;
 // A call queueing more launches than this (half a typical queue) cannot be held.
 constexpr long long kMaxHeldLaunchesPerCall = 512;
+// The least host time one launch takes (a cuLaunchKernel from C is ~2 us): a call's
+// host time over this bounds the launches it can make, counted or not.
+constexpr double kMinLaunchNs = 1000;
+// A held block is queued within about this much host time (other streams on the
+// held stream's hardware connection wait that long).
+constexpr double kHeldHostNs = 2e6;
+// The watchdog fires after this many calls' worth of host time without progress,
+// within [kMinStallS, watchdog_s].
+constexpr double kStallCalls = 200;
+constexpr double kMinStallS = 0.1;
+// The event-quantum probe: steps between distinct timestamps it wants to see.
+constexpr std::size_t kQuantumSteps = 8;
 // Unheld per-call windows are timed in blocks of this many (the event pool).
 constexpr long long kUnheldPerCallBlock = 256;
 // Events recorded back to back to find the timestamp quantum, and rounds of them.
@@ -271,21 +382,10 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  // Teardown never throws: at interpreter exit the driver may already be
-  // shutting down, and a leaked event is better than an abort.
+  // Teardown never throws (see Owned::free) and never frees inside a held block.
   ~Context() {
-    const CudaTable& cu = d_->cu;
     dog_.reset();  // before the flag it writes goes away
-    const bool pushed = cu.cuCtxPushCurrent(ctx_) == CUDA_SUCCESS;
-    for (CUevent e : events_) cu.cuEventDestroy(e);
-    if (flush_buf_) cu.cuMemFree(flush_buf_);
-    if (read_module_) cu.cuModuleUnload(read_module_);
-    if (flag_host_) cu.cuMemFreeHost(flag_host_);
-    if (pushed) {
-      CUcontext popped = nullptr;
-      cu.cuCtxPopCurrent(&popped);
-    }
-    cu.cuDevicePrimaryCtxRelease(dev_);
+    free_when_unheld(Owned{d_, ctx_, dev_, events_, flush_buf_, read_module_, flag_host_});
   }
 
   const Driver& driver() const { return *d_; }
@@ -339,10 +439,14 @@ class Context {
   /// millisecond scale; reading faster sees the same stale value) while the
   /// GPU still has the probe's work, until two readings agree within 1% (the
   /// clock has finished ramping up from idle) or `max_s` has passed. At most
-  /// `max_calls` calls. Returns (SM MHz, memory MHz, reasons or -1, settled)
-  /// of the last reading taken under load, or None (see clock_problem).
+  /// `max_calls` calls. Returns (SM MHz, memory MHz, reasons or -1, settled,
+  /// duty) of the last reading taken under load, or None (see clock_problem).
+  /// `duty` is the share of the probe the GPU spent in the statement's work
+  /// (`call_s` device seconds a call, over the probe's device time; -1 when
+  /// call_s is 0): a launch-bound statement leaves the GPU idle between its
+  /// kernels, and NVML's clock then reads a half-idle GPU, not a throttled one.
   py::object clock_probe(py::handle fn, std::uintptr_t stream, long long max_calls, double spacing_s,
-                         double max_s) {
+                         double max_s, double call_s) {
     unsigned sm0 = 0, mem0 = 0;
     if (!read_clocks(sm0, mem0)) return py::none();  // no clocks here: no probe calls either
     const opbench::detail::NoArgCall call(fn);
@@ -350,10 +454,11 @@ class Context {
     const auto s = reinterpret_cast<CUstream>(stream);
     ensure_events(2);
     opbench::detail::SignalPoll poll;
+    long long calls = 0;
+    py::object reading = py::none();
     const auto spacing = static_cast<std::int64_t>(spacing_s * 1e9);
     const std::int64_t t0 = opbench::now_ns();
     std::int64_t last_read = t0;
-    py::object result = py::none();
     long long prev_sm = -1;
     bool settled = false;
     // One reading; true once two in a row agree. Idle readings do not count.
@@ -369,12 +474,14 @@ class Context {
       if (reasons >= 0 && (r & NVML_CLOCKS_EVENT_REASON_GPU_IDLE)) return false;  // between kernels
       settled = prev_sm >= 0 && std::abs(static_cast<double>(sm) - static_cast<double>(prev_sm)) <= 0.01 * sm;
       prev_sm = sm;
-      result = py::make_tuple(sm, mem, reasons, settled);
+      reading = py::make_tuple(sm, mem, reasons, settled);
       return settled;
     };
     bool done = false;
+    record(events_[0], s);
     for (long long i = 0; i < max_calls && !done; ++i) {
       call();
+      ++calls;
       poll.tick();
       const std::int64_t now = opbench::now_ns();
       if (now - last_read >= spacing) done = take();
@@ -397,9 +504,15 @@ class Context {
       done = take();
     }
     wait(events_[1], "queued by the clock probe");
-    if (result.is_none() && clock_problem_.empty())
-      clock_problem_ = "the GPU never stayed busy long enough for NVML to see it under load";
-    return result;
+    if (reading.is_none()) {
+      if (clock_problem_.empty())
+        clock_problem_ = "the GPU never stayed busy long enough for NVML to see it under load";
+      return py::none();
+    }
+    const double span = elapsed_s(events_[0], events_[1]);
+    const double duty = call_s <= 0 ? -1.0 : span <= 0 ? 1.0 : std::min(1.0, calls * call_s / span);
+    const auto r = reading.cast<py::tuple>();
+    return py::make_tuple(r[0], r[1], r[2], r[3], duty);
   }
 
   /// Launches one call of fn() queues on `stream`, counted by capturing the call
@@ -407,23 +520,14 @@ class Context {
   /// launch_count_problem). Kept for sizing held blocks in launches.
   py::object count_launches(py::handle fn, std::uintptr_t stream) {
     const CudaTable& cu = d_->cu;
-    launches_per_call_ = 0;
-    if (!cu.cuStreamBeginCapture || !cu.cuStreamEndCapture || !cu.cuGraphGetNodes || !cu.cuGraphDestroy) {
-      launch_count_problem_ = "this driver cannot capture streams";
-      return py::none();
-    }
-    if (stream == 0) {
-      launch_count_problem_ = "the legacy default stream cannot be captured";
-      return py::none();
-    }
+    if (!cu.cuStreamBeginCapture || !cu.cuStreamEndCapture || !cu.cuGraphGetNodes || !cu.cuGraphDestroy)
+      return set_launches(0, "this driver cannot capture streams");
+    if (stream == 0) return set_launches(0, "the legacy default stream cannot be captured");
     const opbench::detail::NoArgCall call(fn);
     Current current(*this);
     const auto s = reinterpret_cast<CUstream>(stream);
     CUresult r = cu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
-    if (r != CUDA_SUCCESS) {
-      launch_count_problem_ = "cuStreamBeginCapture: " + d_->describe(r);
-      return py::none();
-    }
+    if (r != CUDA_SUCCESS) return set_launches(0, "cuStreamBeginCapture: " + d_->describe(r));
     std::string raised;
     std::exception_ptr interrupt;  // Ctrl-C is the user's, never a reason not to count
     try {
@@ -441,26 +545,48 @@ class Context {
       cu.cuGraphDestroy(g);
     }
     if (interrupt) std::rethrow_exception(interrupt);
-    if (!raised.empty()) {
-      launch_count_problem_ = "the statement cannot run under stream capture (" + raised + ")";
-      return py::none();
-    }
-    if (r != CUDA_SUCCESS) {
-      launch_count_problem_ = "capturing one call failed: " + d_->describe(r);
-      return py::none();
-    }
-    if (n == 0) {
+    if (!raised.empty())
+      return set_launches(0, "the statement cannot run under stream capture (" + raised + ")");
+    if (r != CUDA_SUCCESS) return set_launches(0, "capturing one call failed: " + d_->describe(r));
+    return set_launches(static_cast<long long>(n), "");
+  }
+  std::string launch_count_problem() const { return launch_count_problem_; }
+  double host_s_per_call() const { return host_ns_per_call_ * 1e-9; }
+
+  /// Nodes of the stream capture in progress on `stream` (one that torch began,
+  /// so that torch's random-number state and allocator know of it), or None.
+  py::object capture_nodes(std::uintptr_t stream) {
+    const CudaTable& cu = d_->cu;
+    if (!cu.cuStreamGetCaptureInfo || !cu.cuGraphGetNodes) return py::none();
+    Current current(*this);
+    int status = 0;
+    std::uint64_t id = 0;
+    CUgraph g = nullptr;
+    const CUresult r =
+        cu.cuStreamGetCaptureInfo(reinterpret_cast<CUstream>(stream), &status, &id, &g, nullptr, nullptr);
+    if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE || g == nullptr) return py::none();
+    std::size_t n = 0;
+    if (cu.cuGraphGetNodes(g, nullptr, &n) != CUDA_SUCCESS) return py::none();
+    return py::int_(n);
+  }
+
+  /// Records what counting one call found (`launches`, 0 for nothing launched on
+  /// the timed stream) or why it could not (`problem`, launches ignored); held
+  /// blocks are sized by it. Returns the count, or None.
+  py::object set_launches(long long launches, const std::string& problem) {
+    launches_per_call_ = 0;
+    launch_count_problem_ = problem;
+    if (!problem.empty()) return py::none();
+    if (launches <= 0) {
       launch_count_problem_ = "one call launched nothing on the timed stream";
       return py::none();
     }
-    launch_count_problem_.clear();
-    launches_per_call_ = static_cast<long long>(n);
+    launches_per_call_ = launches;
     if (launches_per_call_ > kMaxHeldLaunchesPerCall && hold_)
-      disable_hold("one call queues " + std::to_string(n) + " launches, more than a held block may (" +
+      disable_hold("one call queues " + std::to_string(launches) + " launches, more than a held block may (" +
                    std::to_string(kMaxHeldLaunchesPerCall) + ")");
-    return py::int_(n);
+    return py::int_(launches);
   }
-  std::string launch_count_problem() const { return launch_count_problem_; }
 
   /// Allocates the cold-cache flush buffer once; resizing frees the old one.
   void set_flush_bytes(std::size_t bytes) {
@@ -512,11 +638,15 @@ class Context {
       const long long block = held ? held_calls(per_call, flush) : per_call ? kUnheldPerCallBlock : number;
       const long long n = std::min(block, number - done);
       try {
-        run_block(call, n, s, per_call, flush, held, poll, out);
+        const double queued_ns = run_block(call, n, s, per_call, flush, held, poll, out);
         done += n;  // blocks already measured are kept whatever happens later
+        if (host_ns_per_call_ <= 0 || queued_ns / n < host_ns_per_call_) host_ns_per_call_ = queued_ns / n;
+        if (held) empty_stalls_ = 0;  // a stall before this one was a one-off
       } catch (const Stall& stall) {
+        free_left_over();
         after_stall(stall, n);
       }
+      free_left_over();
     }
     return out;
   }
@@ -535,7 +665,7 @@ class Context {
   long long hold_chunk() { return held_calls(false, false); }
   void set_hold_chunk(long long calls) {
     if (calls < 1) throw py::value_error("hold_chunk must be >= 1, got " + std::to_string(calls));
-    memo().hold_commands = calls * commands_per_call(false, false);
+    memo().hold_calls = calls;
   }
   double watchdog_s = 2.0;  // no progress for this long means the statement waits on the hold
 
@@ -571,17 +701,36 @@ class Context {
  private:
   DeviceMemo& memo() { return d_->memo[ordinal_]; }
 
-  // Commands one call puts in the launch queue: its launches (1 while not
-  // counted) and opbench's own records and flush.
+  // Commands one call puts in the launch queue: its launches (see launches_bound)
+  // and opbench's own records and flush.
   long long commands_per_call(bool per_call, bool flush) const {
-    return (launches_per_call_ > 0 ? launches_per_call_ : 1) + (per_call ? 2 : 0) + (flush ? 1 : 0);
+    return launches_bound() + (per_call ? 2 : 0) + (flush ? 1 : 0);
   }
 
   long long held_calls(bool per_call, bool flush) {
     const long long cost = commands_per_call(per_call, flush);
     long long n = std::min(kMaxHeldCalls, kHeldCommands / cost);
     if (memo().hold_commands > 0) n = std::min(n, memo().hold_commands / cost);
+    if (memo().hold_calls > 0) n = std::min(n, memo().hold_calls);
+    if (host_ns_per_call_ > 0) n = std::min(n, static_cast<long long>(kHeldHostNs / host_ns_per_call_));
     return std::max(1LL, n);
+  }
+
+  // Launches one call queues: as counted; else at most what its host time allows
+  // (a launch costs the host at least kMinLaunchNs); before either is known, a
+  // whole held block's worth (one call a block).
+  long long launches_bound() const {
+    if (launches_per_call_ > 0) return launches_per_call_;
+    if (host_ns_per_call_ > 0)
+      return std::max(1LL, static_cast<long long>(std::ceil(host_ns_per_call_ / kMinLaunchNs)));
+    return kHeldCommands;
+  }
+
+  // How long the watchdog waits for progress: a few hundred calls' worth of host
+  // time, at least kMinStallS (a busy machine's scheduling), at most watchdog_s.
+  double stall_timeout_s() const {
+    if (host_ns_per_call_ <= 0) return watchdog_s;
+    return std::min(watchdog_s, std::max(kMinStallS, kStallCalls * host_ns_per_call_ * 1e-9));
   }
 
   void load_read_kernel() {
@@ -591,7 +740,13 @@ class Context {
       read_problem_ = "this driver cannot load modules";
       return;
     }
-    CUresult r = cu.cuModuleLoadData(&read_module_, kL2ReadPtx);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    for (const char* target : {"sm_75", "sm_52"}) {
+      std::string ptx = kL2ReadPtx;
+      ptx.replace(ptx.find("TARGET"), 6, target);
+      r = cu.cuModuleLoadData(&read_module_, ptx.c_str());
+      if (r == CUDA_SUCCESS) break;
+    }
     if (r == CUDA_SUCCESS) r = cu.cuModuleGetFunction(&read_fn_, read_module_, "opbench_l2_read");
     int sms = 0;
     if (r == CUDA_SUCCESS) r = cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_);
@@ -715,10 +870,18 @@ class Context {
     }
     d_->check(r, "cuStreamWaitValue32 (launch hold)");
     ++seq_;
+    holding_ = true;
+    ++holds_active;
     return true;
   }
 
-  void release_stream() { __atomic_store_n(flag_host_, seq_, __ATOMIC_RELEASE); }
+  void release_stream() {
+    __atomic_store_n(flag_host_, seq_, __ATOMIC_RELEASE);
+    if (holding_) {
+      holding_ = false;
+      --holds_active;
+    }
+  }
 
   // Whatever leaves a held block (a Python exception, Ctrl-C, a CUDA error, a
   // stall) must not leave the stream held, or everything later on it hangs.
@@ -731,16 +894,18 @@ class Context {
     }
   };
 
-  // One block of n calls, behind one hold when `held`; appends its windows.
-  void run_block(const opbench::detail::NoArgCall& call, long long n, CUstream s, bool per_call, bool flush,
-                 bool held, opbench::detail::SignalPoll& poll, std::vector<double>& out) {
-    const CudaTable& cu = d_->cu;
+  // One block of n calls, behind one hold when `held`; appends its windows and
+  // returns the host nanoseconds its calls took to queue.
+  double run_block(const opbench::detail::NoArgCall& call, long long n, CUstream s, bool per_call, bool flush,
+                   bool held, opbench::detail::SignalPoll& poll, std::vector<double>& out) {
     ensure_events(per_call ? 2 * static_cast<std::size_t>(n) : 2);
     held = held && hold_stream(s);
     const bool was_held = held;
     Release release{this, &held};
-    if (held) dog_->arm(seq_, watchdog_s);
+    const GcPause gc(held);
+    if (held) dog_->arm(seq_, stall_timeout_s());
     if (!per_call) record(events_[0], s);
+    const std::int64_t start = opbench::now_ns();
     for (long long i = 0; i < n; ++i) {
       if (flush) flush_l2(s);
       if (per_call) record(events_[2 * i], s);
@@ -752,6 +917,7 @@ class Context {
       }
       poll.tick();
     }
+    const auto queued = static_cast<double>(opbench::now_ns() - start);
     if (!per_call) record(events_[1], s);
     if (held) {
       release_stream();
@@ -762,13 +928,22 @@ class Context {
     wait(events_[2 * windows - 1], "queued in the timed region");
     if (was_held && dog_->fired()) throw Stall{n};
     for (std::size_t w = 0; w < windows; ++w) out.push_back(elapsed_s(events_[2 * w], events_[2 * w + 1]));
+    return queued;
   }
 
-  // A held block stalled; its windows are void (they include the stall). Redo
-  // it smaller when some calls fit; when none did, retry once held (the first
-  // held block after a warm-up may still be loading), then give the hold up.
+  // A held block stalled; its windows are void (they include the stall). When
+  // some calls fit, the same block is redone: once may be a one-off (a free that
+  // synchronised, torch emptying its cache), and only the same block stalling
+  // again is a full launch queue, which makes blocks smaller for the device. When
+  // none fit, retry once held (the first held block after a warm-up may still be
+  // loading), then give the hold up.
   void after_stall(const Stall& stall, long long block) {
     if (stall.calls_returned > 0 && block > 1) {
+      if (suspect_block_ != block) {
+        suspect_block_ = block;
+        return;
+      }
+      suspect_block_ = 0;
       const long long cost = commands_per_call(false, false);
       memo().hold_commands = cost * std::max(1LL, std::min(block - 1, stall.calls_returned / 2));
       return;
@@ -786,14 +961,18 @@ class Context {
   }
 
   // Back to back behind the hold, events land closer together than the
-  // timer's step, so the smallest nonzero difference between their timestamps
-  // is that step. A round may fit between two ticks (no difference at all), so
-  // up to kQuantumRounds rounds, each starting at another moment. The probe
-  // runs no statement, so it may hold even when timing may not.
+  // timer's step, so the nonzero differences between their timestamps are that
+  // step: one tick apart, each tick a little off its nominal time (so no single
+  // difference is the step), or now and then two ticks apart. The step is the
+  // median of the differences within half a step of the smallest. A round may
+  // fit between two ticks (no difference at all), so up to kQuantumRounds rounds,
+  // each starting at another moment, until kQuantumSteps differences are seen.
+  // The probe runs no statement, so it may hold even when timing may not.
   double measure_quantum(CUstream s) {
     Current current(*this);
     ensure_events(kQuantumProbe);
-    for (int round = 0; round < kQuantumRounds; ++round) {
+    std::vector<double> steps;
+    for (int round = 0; round < kQuantumRounds && steps.size() < kQuantumSteps; ++round) {
       bool held = hold_available_ && ensure_flag() && hold_stream(s);
       const bool was_held = held;
       {
@@ -802,18 +981,21 @@ class Context {
         for (std::size_t i = 0; i < kQuantumProbe; ++i) record(events_[i], s);
       }
       wait(events_[kQuantumProbe - 1], "queued before opbench's event-quantum probe");
+      free_left_over();
       if (was_held && dog_->fired()) return 0;  // a launch queue this short: leave it unknown
       std::vector<double> t;
       for (std::size_t i = 0; i < kQuantumProbe; ++i) t.push_back(elapsed_s(events_[0], events_[i]));
       std::sort(t.begin(), t.end());
-      double q = 0;
-      for (std::size_t i = 1; i < t.size(); ++i) {
-        const double step = t[i] - t[i - 1];
-        if (step > 1e-10 && (q == 0 || step < q)) q = step;
-      }
-      if (q > 0) return std::round(q * 1e10) * 1e-10;  // float milliseconds: keep 0.1 ns
+      for (std::size_t i = 1; i < t.size(); ++i)
+        if (t[i] - t[i - 1] > 1e-10) steps.push_back(t[i] - t[i - 1]);
     }
-    return 0;
+    if (steps.empty()) return 0;
+    const double smallest = *std::min_element(steps.begin(), steps.end());
+    std::vector<double> one_tick;
+    for (double step : steps)
+      if (step <= 1.5 * smallest) one_tick.push_back(step);
+    std::nth_element(one_tick.begin(), one_tick.begin() + one_tick.size() / 2, one_tick.end());
+    return std::round(one_tick[one_tick.size() / 2] * 1e10) * 1e-10;  // float milliseconds: keep 0.1 ns
   }
 
   std::shared_ptr<Driver> d_;
@@ -835,6 +1017,9 @@ class Context {
   nvmlDevice_t nvml_dev_ = nullptr;
   std::string clock_problem_;
   long long launches_per_call_ = 0;  // counted launches of one call; 0: not counted
+  double host_ns_per_call_ = 0;      // least host time a call took to queue, in any block; 0: none yet
+  long long suspect_block_ = 0;      // a block size that stalled once (see after_stall)
+  bool holding_ = false;             // this Context's stream is held now
   std::string launch_count_problem_;
   CUmodule read_module_ = nullptr;
   CUfunction read_fn_ = nullptr;
@@ -910,11 +1095,17 @@ OPBENCH_BINDINGS(cuda) {
            "Device name, index, L2 size, driver versions, loading mode, maximum clocks.")
       .def("clocks", &Context::clocks, "(SM MHz, memory MHz) from NVML now, or None.")
       .def("clock_probe", &Context::clock_probe, py::arg("fn"), py::arg("stream"), py::arg("max_calls"),
-           py::arg("spacing_s") = 0.005, py::arg("max_s") = 0.1,
+           py::arg("spacing_s") = 0.005, py::arg("max_s") = 0.1, py::arg("call_s") = 0.0,
            "Clocks under the statement's load, off the timed path: (SM MHz, memory MHz, reasons or -1, "
-           "settled) or None.")
+           "settled, duty) or None.")
       .def("count_launches", &Context::count_launches, py::arg("fn"), py::arg("stream"),
            "Launches one call queues on `stream` (captured, not run), or None; sizes held blocks.")
+      .def("capture_nodes", &Context::capture_nodes, py::arg("stream"),
+           "Nodes of the stream capture in progress on `stream` (one torch began), or None.")
+      .def("set_launches", &Context::set_launches, py::arg("launches"), py::arg("problem") = "",
+           "Records a call's launches as counted elsewhere (or why they were not); sizes held blocks.")
+      .def_property_readonly("host_s_per_call", &Context::host_s_per_call,
+                             "Least host seconds a call took to queue (0 before any block).")
       .def_property_readonly("launch_count_problem", &Context::launch_count_problem,
                              "Why count_launches returned None.")
       .def_property_readonly("flush_method", &Context::flush_method,

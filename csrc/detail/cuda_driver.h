@@ -50,6 +50,7 @@ constexpr int CU_MODULE_LAZY_LOADING = 2;
 constexpr int CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
 constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
+constexpr int CU_STREAM_CAPTURE_STATUS_ACTIVE = 1;
 constexpr unsigned CU_EVENT_DEFAULT = 0;
 constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
 constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 0x02;
@@ -115,6 +116,8 @@ struct CudaTable {
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
   CUresult (*cuGraphGetNodes)(CUgraph, void*, std::size_t*);
   CUresult (*cuGraphDestroy)(CUgraph);
+  // optional: the nodes of a capture in progress (one torch began), CUDA 11.3+
+  CUresult (*cuStreamGetCaptureInfo)(CUstream, int*, std::uint64_t*, CUgraph*, const void**, std::size_t*);
   // optional: the cold-L2 flush's read kernel, JIT-compiled from PTX by the driver
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
@@ -140,8 +143,9 @@ struct NvmlTable {
 /// What a process learns about one device once and reuses in every Context.
 struct DeviceMemo {
   long long hold_commands = 0;  ///< most launch-queue commands one held block may queue; 0: not learned yet
+  long long hold_calls = 0;     ///< most calls one held block may hold, as a caller set it; 0: no cap
   bool quantum_measured = false;
-  double event_quantum_s = 0;  ///< smallest step of event timestamps; 0: none seen
+  double event_quantum_s = 0;  ///< the step of event timestamps; 0: none seen
 };
 
 /// A driver failure: the call, the CUresult and the driver's own words for it.
@@ -273,6 +277,7 @@ inline std::shared_ptr<Driver> load_driver(const std::string& libcuda, const std
   detail::bind_symbol(lib, t.cuStreamEndCapture, {"cuStreamEndCapture"});
   detail::bind_symbol(lib, t.cuGraphGetNodes, {"cuGraphGetNodes"});
   detail::bind_symbol(lib, t.cuGraphDestroy, {"cuGraphDestroy"});
+  detail::bind_symbol(lib, t.cuStreamGetCaptureInfo, {"cuStreamGetCaptureInfo_v2"});
   detail::bind_symbol(lib, t.cuModuleLoadData, {"cuModuleLoadData"});
   detail::bind_symbol(lib, t.cuModuleGetFunction, {"cuModuleGetFunction"});
   detail::bind_symbol(lib, t.cuModuleUnload, {"cuModuleUnload"});

@@ -1,7 +1,7 @@
 """The CUDA engine: a Python statement's GPU work timed by device time, behind
 ``Timer(..., device_timing=...)``.
 
-The timing itself is ``opbench.engines.cuda.DeviceTimer`` (CUDA events recorded from
+The timing itself is ``opbench.engines.cuda.device_timer.DeviceTimer`` (CUDA events recorded from
 the native loop, the launch hold, graphs, the cold-L2 flush). This engine fits
 it under Timer: it runs the statement that the Python engine prepared (setup
 run once), names the clock, puts the device's facts into ``Measurement.info``
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from opbench.engines import Engine
-from opbench.engines.cuda import DeviceTimer
+from opbench.engines.cuda.device_timer import DeviceTimer
 
 __all__ = ["DeviceEngine"]
 
@@ -67,7 +67,7 @@ class DeviceEngine(Engine):
         return self._device.graph_calls()
 
     def discard_samples(self) -> None:
-        self._device.check_resolution = True  # what follows are samples
+        self._device.begin_samples()  # what follows are samples: checked and judged afresh
         if self._calls is not None:
             self._calls.clear()
 
