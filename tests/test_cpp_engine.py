@@ -43,6 +43,45 @@ def test_the_torch_header_fills_its_slot_only_for_torch_code() -> None:
     assert "#include <torch" not in generate_source("int y = 1;", "", "")
 
 
+_OVERLAP = """
+import dataclasses, json, sys
+from pathlib import Path
+from opbench.engines.cpp import build, engine, torch_headers
+calls = []
+def fake_build(source, **kwargs):  # records the flags of each build instead of compiling
+    calls.append([f for f in kwargs["cflags"] if "ABI" in f])
+    return Path("timer.so")
+build.build_library = fake_build
+guess = torch_headers.flags_unimported()
+if sys.argv[1] == "misled":
+    guess = dataclasses.replace(guess, cflags=tuple(
+        "-D_GLIBCXX_USE_CXX11_ABI=7" if "ABI" in f else f for f in guess.cflags))
+torch_headers.flags_unimported = lambda python_extension=False: guess
+assert "torch" not in sys.modules
+code = ("auto x = torch::ones({2});", "", "")
+engine._compile(torch_headers.choose(*code), code, [])
+imported = "torch" in sys.modules
+print(json.dumps([calls, imported, [f for f in build.torch_flags().cflags if "ABI" in f]]))
+"""
+
+
+@pytest.mark.parametrize("guess", ["right", "misled"])
+def test_torch_imports_while_the_first_build_compiles(tmp_path: Path, guess: str) -> None:
+    # The flags are read from torch's files so the compiler starts at once; torch's own,
+    # once imported, decide: a build from flags they disagree with is done again.
+    pytest.importorskip("torch")
+    import json
+    import sys
+
+    env = dict(os.environ, OPBENCH_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", _OVERLAP, guess], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    calls, imported, real = json.loads(out.stdout)
+    assert imported and real[0] != "-D_GLIBCXX_USE_CXX11_ABI=7"
+    assert calls == ([real] if guess == "right" else [["-D_GLIBCXX_USE_CXX11_ABI=7"], real])
+
+
 def test_layout_shifts_are_nops_before_each_function_entry() -> None:
     assert layout_flags(0, 4) == []
     assert layout_flags(1, 4) == ["-fpatchable-function-entry=16,16"]

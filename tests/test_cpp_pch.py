@@ -101,6 +101,23 @@ def test_first_build_compiles_beside_the_precompiling(
 
 
 @pytest.mark.slow
+def test_a_header_precompiled_on_reuse_is_built_by_the_second_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path) -> None:
+    # For headers that cost far more to precompile than to compile once (torch's
+    # <torch/types.h>): the first build compiles plainly and waits for nothing; the
+    # second precompiles the header; the third compiles through it.
+    monkeypatch.setenv("CXX", str(_compiler(tmp_path)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecompiledHeaderWarning)
+        assert _build(1, pch_on_reuse=True) == 1
+        assert _calls(tmp_path) == ["compile"] and not list((_cache / "pch").glob("*/*.gch"))
+        assert _build(2, pch_on_reuse=True) == 2
+        assert _calls(tmp_path) == ["compile", "pch", "compile"]
+        assert _build(3, pch_on_reuse=True) == 3
+    assert _calls(tmp_path)[3:] == ["compile"]
+
+
+@pytest.mark.slow
 def test_a_corrupt_pch_is_rebuilt_and_what_was_built_from_it_discarded(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _cache: Path) -> None:
     monkeypatch.setenv("CXX", str(_compiler(tmp_path)))
@@ -202,3 +219,9 @@ def test_the_key_changes_with_every_input() -> None:
                 pch._key("g++ 13", ["-O3"], HEADER, ["torch 2.13"]),
                 pch._key("g++ 13", ["-O2"], HEADER + "\n", ["torch 2.13"]),
                 pch._key("g++ 13", ["-O2"], HEADER, ["torch 2.14"])}) == 5
+
+
+def test_first_use_is_noted_once_per_header_and_flags(tmp_path: Path) -> None:
+    args = ("g++ 13", ["-O2"], HEADER, ["torch 2.13"], tmp_path)
+    assert pch.first_use(*args) and not pch.first_use(*args)
+    assert pch.first_use("g++ 13", ["-O3"], HEADER, ["torch 2.13"], tmp_path)

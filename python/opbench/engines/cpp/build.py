@@ -11,6 +11,10 @@ the same source finds ``<cache>/lib/<key>.<headers>/`` and loads it without
 compiling.
 Builds happen in a private directory published by one ``rename``, so two
 processes building the same key at once both end with a complete library.
+The cache's ``lib`` and ``pch`` folders are made with mode 0700 and refused
+(``UntrustedPathError``) when another user owns or can write them, and an entry
+is loaded only when it, its record and its library are yours alone and its
+record names its key: a library planted in a shared cache never runs.
 
 Code that includes torch's headers can name them in ``pch_header``: they are
 precompiled once per compiler, flags and torch version (``opbench.engines.cpp.pch``)
@@ -41,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from opbench._ownership import private_folder, problem
 from opbench.engines.cpp import pch
 from opbench.errors import CompileError, CompilerNotFoundError, PrecompiledHeaderWarning, warn
 
@@ -110,22 +115,30 @@ def torch_flags(python_extension: bool = False) -> TorchFlags:
             "this C++ code uses torch (torch::, at::, c10::), which needs torch: "
             "pip install torch"
         ) from e
+    abi = bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
+    identity = f"torch {torch.__version__} {getattr(torch.version, 'git_version', '')}"
+    return flags_for(cpp_extension.include_paths(), cpp_extension.library_paths(), abi, identity,
+                     python_extension)
+
+
+def flags_for(includes: Sequence[str], libraries: Sequence[str], abi: bool, identity: str,
+              python_extension: bool = False) -> TorchFlags:
+    """The flags of ``torch_flags`` for a torch whose headers and libraries are in these
+    folders, built with or without the C++11 string ABI (``abi``)."""
     cflags = ["-std=c++20"]  # torch's headers require C++20 since 2.10
-    abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)
-    cflags.append(f"-D_GLIBCXX_USE_CXX11_ABI={int(bool(abi))}")
-    includes = list(cpp_extension.include_paths())
+    cflags.append(f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}")
+    includes = list(includes)
     if python_extension:
         cflags.append("-DTORCH_API_INCLUDE_EXTENSION_H")
         includes.append(sysconfig.get_path("include", scheme="posix_prefix"))
     for path in includes:
         cflags += ["-isystem", path]
     ldflags = []
-    for path in cpp_extension.library_paths():
+    for path in libraries:
         ldflags += [f"-L{path}", f"-Wl,-rpath,{path}"]
     ldflags += ["-lc10", "-ltorch_cpu", "-ltorch"]
     if python_extension:
         ldflags.append("-ltorch_python")
-    identity = f"torch {torch.__version__} {getattr(torch.version, 'git_version', '')}"
     return TorchFlags(tuple(cflags), tuple(ldflags), identity)
 
 
@@ -142,6 +155,7 @@ def valgrind_headers() -> str:
 def build_library(source: str, *, cflags: Sequence[str], ldflags: Sequence[str] = (),
                   snippets: Mapping[str, str] | None = None, key_parts: Sequence[str] = (),
                   pch_header: str | None = None, pch_cflags: Sequence[str] | None = None,
+                  pch_on_reuse: bool = False,
                   library_name: str = "timer",
                   what: str = "C++ statement", verbose: bool = False) -> Path:
     """Path of a shared library compiled from ``source``, building it if the cache lacks it.
@@ -153,7 +167,10 @@ def build_library(source: str, *, cflags: Sequence[str], ldflags: Sequence[str] 
     ``-include`` (the source must still include what it needs: without a
     usable PCH it is compiled as it stands), built with ``pch_cflags``
     (default ``cflags``): flags that leave a PCH valid, such as code-placement
-    ones, can then differ between builds that share it. The library is
+    ones, can then differ between builds that share it. With ``pch_on_reuse``, the
+    first build that names the header compiles without one and the header is
+    precompiled by the next (for headers that cost much more to precompile than
+    to compile once). The library is
     ``<cache>/lib/<key>.<headers>/<library_name>.so``, where ``<headers>`` is a
     hash of the headers it was built from.
     """
@@ -164,11 +181,10 @@ def build_library(source: str, *, cflags: Sequence[str], ldflags: Sequence[str] 
         _FORMAT, identity, *cflags, "\0link", *ldflags, *key_parts, pch_header or "",
         library_name, source,
     ]).encode()).hexdigest()[:32]
-    root = cache_dir()
+    root = _private_cache()
     found = _lookup(root / "lib", key, library_name)
     if found is not None:
         return found
-    (root / "lib").mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".build-{key[:8]}-", dir=root / "lib"))
     try:
         (work / "source.cpp").write_text(source)
@@ -177,11 +193,13 @@ def build_library(source: str, *, cflags: Sequence[str], ldflags: Sequence[str] 
         pch_spec = None
         if pch_header is not None:
             pch_spec = (pch_header, list(cflags if pch_cflags is None else pch_cflags))
-        proc = _compile_with_pch(cxx, identity, cflags, ldflags, pch_spec, key_parts, work,
-                                 f"{library_name}.so", verbose)
+        proc = _compile_with_pch(cxx, identity, cflags, ldflags, pch_spec, pch_on_reuse,
+                                 key_parts, work, f"{library_name}.so", verbose)
         if proc.returncode != 0:
             raise CompileError(format_diagnostics(proc.stderr, what))
-        deps = json.dumps(_own_headers((work / "deps.d").read_text(), work, root), sort_keys=True)
+        # The record names its key: an empty or foreign one (``{}``) never matches.
+        deps = json.dumps({"key": key, "headers": _own_headers((work / "deps.d").read_text(),
+                                                               work, root)}, sort_keys=True)
         (work / "deps.d").unlink()
         (work / "deps.json").write_text(deps)
         # The headers' contents name the directory: a rebuild after an edit gets a new
@@ -198,20 +216,36 @@ def build_library(source: str, *, cflags: Sequence[str], ldflags: Sequence[str] 
     return entry / f"{library_name}.so"
 
 
+def _private_cache() -> Path:
+    """``cache_dir()``, with its ``lib`` and ``pch`` folders made private (mode 0700) and
+    checked: nobody else may be able to put a library there that this process loads.
+
+    Raises:
+        UntrustedPathError: a cache folder (or one above it) that another user owns or
+            can write.
+    """
+    root = cache_dir()
+    for sub in ("lib", "pch"):
+        private_folder(root / sub, what="load compiled code from",
+                       fix="Set $OPBENCH_CACHE_DIR to a folder of your own.")
+    return root
+
+
 def _lookup(lib_root: Path, key: str, library_name: str) -> Path | None:
-    """The library of the entry for ``key`` whose recorded headers still have their
-    contents; entries built from older versions of those headers are removed."""
+    """The library of the entry for ``key`` whose record names ``key`` and whose
+    recorded headers still have their contents; other entries (built from older
+    versions of those headers, damaged, or writable by anyone but you) are removed."""
     for entry in sorted(lib_root.glob(f"{key}.*")):
         target = entry / f"{library_name}.so"
-        if _entry_valid(entry, target):
+        if _entry_valid(entry, target, key):
             return target
         pch._discard(entry)
     return None
 
 
 def _compile_with_pch(cxx: str, identity: str, cflags: list[str], ldflags: list[str],
-                      pch_spec: tuple[str, list[str]] | None, key_parts: Sequence[str],
-                      work: Path,
+                      pch_spec: tuple[str, list[str]] | None, on_reuse: bool,
+                      key_parts: Sequence[str], work: Path,
                       output: str, verbose: bool) -> subprocess.CompletedProcess[str]:
     """Compiles ``work/source.cpp``, through a precompiled header when one can be had
     (``pch_spec``: the header text and the flags it is built with). The PCH's hash
@@ -221,6 +255,9 @@ def _compile_with_pch(cxx: str, identity: str, cflags: list[str], ldflags: list[
     if pch_spec is not None:
         header, pch_cflags = pch_spec
         entry = pch.find(identity, pch_cflags, header, key_parts, cache_dir())
+        if entry is None and on_reuse and pch.first_use(identity, pch_cflags, header, key_parts,
+                                                        cache_dir()):
+            return _run_compiler(cxx, cflags, ldflags, None, work, output, verbose)
         if entry is None and _spare_core_and_memory():
             # Precompiling costs g++ more than one plain compile: the first build
             # compiles plainly while the header is precompiled beside it for the
@@ -299,14 +336,19 @@ def _file_sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def _entry_valid(entry: Path, target: Path) -> bool:
-    """A published entry whose recorded headers still have their contents."""
+def _entry_valid(entry: Path, target: Path, key: str) -> bool:
+    """A published entry that is yours alone (the folder, its record and the library:
+    owned by you, writable by nobody else, no links), whose record names ``key`` and
+    whose recorded headers still have their contents."""
+    if any(problem(p) is not None for p in (entry, entry / "deps.json", target)):
+        return False
     try:
-        deps = json.loads((entry / "deps.json").read_text())
-        if not target.is_file():
+        record = json.loads((entry / "deps.json").read_text())
+        headers = record.get("headers") if record.get("key") == key else None
+        if not isinstance(headers, dict) or not target.is_file():
             return False
-        return all(_file_sha256(path) == digest for path, digest in deps.items())
-    except (OSError, ValueError, AttributeError):
+        return all(_file_sha256(path) == digest for path, digest in headers.items())
+    except (OSError, ValueError, AttributeError, TypeError):
         return False
 
 

@@ -1,9 +1,10 @@
 """The C++ engine: C++ statements timed from Python, behind ``Timer(..., language="c++")``.
 
 The statement is compiled into a small shared library (torch-free code with
-opbench's headers alone, code that mentions torch against libtorch through a
-precompiled ``<torch/types.h>``), cached on disk by content hash, and driven
-through a C ABI with ctypes.
+opbench's headers alone, code that mentions torch against libtorch and the
+torch headers that give it the meaning it has under torch's Timer:
+``opbench.engines.cpp.torch_headers``), cached on disk by content hash, and
+driven through a C ABI with ctypes.
 
 Differences from ``torch.utils.benchmark``, all deliberate:
 
@@ -35,34 +36,24 @@ Example (needs a C++ compiler; the first run compiles, about a second)::
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import re
 import statistics
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
 from opbench.engines import Engine
-from opbench.engines.cpp import build, include_dir, template_path
+from opbench.engines.cpp import build, include_dir, template_path, torch_headers
+from opbench.engines.cpp.torch_headers import HeaderSet, uses_torch
 from opbench.errors import CompileError, ElisionWarning, warn
-
-# Code that names torch's namespaces or headers needs libtorch; everything
-# else compiles against opbench's headers only (about a second instead of ~30).
-_USES_TORCH = re.compile(r"\b(?:torch|at|c10|caffe2)::|#\s*include\s*[<\"](?:torch|ATen|c10)/")
 
 _USES_BARRIER = re.compile(r"\b(?:do_not_optimize|clobber_memory)\b")
 
-# Code that includes one of these is compiled against (and precompiles) it
-# instead of the default <torch/types.h>.
-_TORCH_HEADERS = (
-    (re.compile(r"#\s*include\s*[<\"]torch/extension\.h[>\"]"), "torch/extension.h"),
-    (re.compile(r"#\s*include\s*[<\"]torch/(?:torch|all)\.h[>\"]"), "torch/all.h"),
-)
-# g++'s words for a name that no header declared.
-_NOT_DECLARED = re.compile(r"is not a member of|has not been declared|was not declared")
-
-_CFLAGS = ("-O2", "-std=c++17", "-fPIC", "-fvisibility=hidden")
+CFLAGS = ("-O2", "-std=c++17", "-fPIC", "-fvisibility=hidden")
 # Where hot loops land decides figures: with functions 64-byte aligned and loops
 # not, a 64x64 matmul measured 36.3 us in one placement and 20.4 us in seven
 # others. Every function starts on a 64-byte boundary (a loop's place depends on
@@ -105,34 +96,22 @@ def _template() -> str:
     return _template_text
 
 
-def uses_torch(*code: str) -> bool:
-    """Whether any of the snippets needs torch's headers and libraries."""
-    return any(_USES_TORCH.search(c) for c in code)
+_CHOSEN: Any = object()  # generate_source's default: the header set the code needs
 
 
-def torch_header(*code: str) -> str | None:
-    """The torch header the code is compiled against (and that is precompiled for it):
-    ``torch/types.h`` (tensors, their operators and every ATen op) unless the code
-    includes the whole C++ API (``<torch/torch.h>``, ``<torch/all.h>``) or
-    ``<torch/extension.h>`` itself; None for torch-free code."""
-    if not uses_torch(*code):
-        return None
-    for pattern, header in _TORCH_HEADERS:
-        if any(pattern.search(c) for c in code):
-            return header
-    return "torch/types.h"
-
-
-def generate_source(stmt: str, setup: str, global_setup: str) -> str:
+def generate_source(stmt: str, setup: str, global_setup: str,
+                    headers: HeaderSet | None = _CHOSEN) -> str:
     """The C++ translation unit for one timer (exposed for inspection and tests):
-    csrc/templates/timer.cpp with its slots filled."""
-    header = torch_header(stmt, setup, global_setup)
+    csrc/templates/timer.cpp with its slots filled, torch's headers by default those
+    ``torch_headers.choose`` picks for the code."""
+    if headers is _CHOSEN:
+        headers = torch_headers.choose(stmt, setup, global_setup)
     code = {"global_setup": global_setup, "setup": setup, "stmt": stmt}
 
     def fill(slot: re.Match[str]) -> str:
         name = slot[1]
         if name == "torch_include":
-            return f"#include <{header}>" if header else ""
+            return headers.source_text().rstrip("\n") if headers is not None else ""
         return f'#line 1 "{name}"\n{code[name]}\n{_BACK}'
 
     lines = (_GENERATED + _SLOT.sub(fill, _template())).split("\n")
@@ -181,45 +160,75 @@ _LOCK = threading.Lock()
 
 def _load(stmt: str, setup: str, global_setup: str, layout: int = 0,
           layouts: int = 1) -> _Library:
-    source = generate_source(stmt, setup, global_setup)
     shift = layout_flags(layout, layouts)
-    key = (source, " ".join([*CODE_PLACEMENT_FLAGS, *shift]))
+    key = (generate_source(stmt, setup, global_setup), " ".join([*CODE_PLACEMENT_FLAGS, *shift]))
     with _LOCK:
         lib = _LOADED.get(key)
         if lib is None:
-            lib = _LOADED[key] = _build(source, stmt, setup, global_setup, shift)
+            lib = _LOADED[key] = _Library(_build(stmt, setup, global_setup, shift))
         return lib
 
 
-def _build(source: str, stmt: str, setup: str, global_setup: str,
-           shift: list[str]) -> _Library:
-    header = torch_header(stmt, setup, global_setup)
-    cflags = [*_CFLAGS, *CODE_PLACEMENT_FLAGS, f"-I{include_dir()}"]
+def _build(stmt: str, setup: str, global_setup: str, shift: list[str]) -> Path:
+    """The library of the statement, compiled against the header set it needs; code that
+    fails against ``<torch/types.h>`` for want of a name is compiled against the whole
+    frontend, whose verdict (and error) is the one torch's Timer would give."""
+    code = (stmt, setup, global_setup)
+    headers = torch_headers.choose(*code)
+    if headers is not None and headers.pruned:
+        if not torch_headers.needed_frontend(build.cache_dir(), code):
+            try:
+                return _compile(headers, code, shift)
+            except CompileError as e:
+                if not torch_headers.missing_name(str(e)):
+                    raise  # a mistake in the code: the whole frontend would say the same
+            torch_headers.remember_frontend(build.cache_dir(), code)
+        headers = torch_headers.FRONTEND
+    return _compile(headers, code, shift)
+
+
+def _compile(headers: HeaderSet | None, code: tuple[str, str, str], shift: list[str]) -> Path:
+    stmt, setup, global_setup = code
+    cflags = [*CFLAGS, *CODE_PLACEMENT_FLAGS, f"-I{include_dir()}"]
     ldflags = ["-shared"]
     key_parts = [build.valgrind_headers()]
-    if header is not None:
-        import torch  # noqa: F401  (libtorch loaded once, shared with Python)
-
-        flags = build.torch_flags(python_extension=header == "torch/extension.h")
+    check: Callable[[], build.TorchFlags] | None = None
+    if headers is not None:
+        flags, check = _torch_flags(headers.python_extension)
+        if headers.pruned:  # torch's all-operator headers replaced (searched first)
+            overlay = torch_headers.overlay(build.cache_dir())
+            cflags += ["-DAT_PER_OPERATOR_HEADERS", "-isystem", str(overlay)]
         cflags += flags.cflags  # a later -std wins
         ldflags += flags.ldflags
         key_parts.append(flags.identity)
-    snippets = {"global_setup": global_setup, "setup": setup, "stmt": stmt}
-    try:
-        path = build.build_library(
-            source, cflags=cflags + shift, ldflags=ldflags, snippets=snippets,
-            key_parts=key_parts, pch_cflags=cflags,
-            pch_header=None if header is None else f"#include <{header}>\n",
-        )
-    except CompileError as e:
-        if header == "torch/types.h" and _NOT_DECLARED.search(str(e)):
-            raise CompileError(
-                f"{e}\nnote: torch:: statements see <torch/types.h> (tensors and ATen ops); "
-                "for the rest of the C++ API (torch::nn, torch::optim, ...) add "
-                "`#include <torch/torch.h>` to global_setup"
-            ) from None
-        raise
-    return _Library(path)
+    path = build.build_library(
+        generate_source(stmt, setup, global_setup, headers), cflags=cflags + shift,
+        ldflags=ldflags, snippets={"global_setup": global_setup, "setup": setup, "stmt": stmt},
+        key_parts=key_parts, pch_cflags=cflags,
+        pch_header=None if headers is None else headers.shared_text(),
+        # Precompiling torch's headers costs g++ one and a half to two plain compiles: the
+        # first statement of a header set never waits for it; the second builds it beside.
+        pch_on_reuse=True,
+    )
+    if check is not None and check() != flags:  # torch's files misled: build as torch says
+        return _compile(headers, code, shift)
+    return path
+
+
+def _torch_flags(python_extension: bool) -> tuple[build.TorchFlags, Callable[[], Any] | None]:
+    """torch's build flags, and, when torch is not imported yet, what to call once the build
+    is done: torch is then imported on a thread while the compiler runs (its import is a
+    tenth of a first build), and the flags read from its files meanwhile are checked
+    against its own."""
+    unimported = None if "torch" in sys.modules else torch_headers.flags_unimported(python_extension)
+    if unimported is None:
+        import torch  # noqa: F401  (libtorch loaded once, shared with Python)
+
+        return build.torch_flags(python_extension=python_extension), None
+    importing = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="opbench-import-torch")
+    future = importing.submit(build.torch_flags, python_extension)
+    importing.shutdown(wait=False)
+    return unimported, future.result
 
 
 class CppEngine(Engine):

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from opbench.errors import PrecompiledHeaderWarning, warn
 
-__all__ = ["Pch", "find", "invalidate", "obtain", "unused_reason"]
+__all__ = ["Pch", "find", "first_use", "invalidate", "obtain", "unused_reason"]
 
 _FORMAT = 1
 _HEADER = "opbench_pch.h"
@@ -98,6 +98,21 @@ def find(compiler_identity: str, cflags: Sequence[str], header_text: str,
     """The valid cached entry for these inputs, or None; never builds."""
     key = _key(compiler_identity, cflags, header_text, key_parts)
     return _load(root / "pch" / key, compiler_identity)
+
+
+def first_use(compiler_identity: str, cflags: Sequence[str], header_text: str,
+              key_parts: Sequence[str], root: Path) -> bool:
+    """Whether no build has named these inputs before (in any process); notes that one has
+    (``<cache>/pch/<key>.wanted``). For headers precompiled only once a second build
+    needs them."""
+    key = _key(compiler_identity, cflags, header_text, key_parts)
+    marker = root / "pch" / f"{key}.wanted"
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        with open(marker, "x"):
+            return True
+    except FileExistsError:
+        return False
 
 
 def obtain(cxx: str, compiler_identity: str, cflags: Sequence[str], header_text: str,

@@ -1,0 +1,1 @@
+"""``torch.utils.benchmark.utils.valgrind_wrapper``: its ``timer_interface`` module."""
