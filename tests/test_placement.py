@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -13,8 +15,10 @@ import pytest
 
 import opbench
 import opbench.sweep.placement
-from opbench.errors import PlacementError
+import other_user
+from opbench.errors import PlacementError, UntrustedPathError
 from opbench.sweep.placement import Needs, needs_of, reserve
+from other_user import shared_folder  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
                                 reason="pinning uses Linux affinity calls")
@@ -155,3 +159,70 @@ def test_hyperthread_siblings_are_one_core(tmp_path, monkeypatch, slots):
     thread.join(10)
     assert waiting, got
     assert got[0]["cpus"] == [a] and got[0]["core_cpus"] == [[a, b]] and got[0]["waited_s"] > 0
+
+
+# -- the slot folder is the user's own, and no wait is endless (issue 34) ------------------
+
+def _default_slot_dir(monkeypatch, tmp) -> None:
+    """No $OPBENCH_SLOT_DIR nor $XDG_RUNTIME_DIR: the folder is made in ``tmp``."""
+    monkeypatch.delenv("OPBENCH_SLOT_DIR")
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+
+
+def test_the_default_slot_folder_is_private(tmp_path, monkeypatch):
+    _default_slot_dir(monkeypatch, tmp_path)
+    path = opbench.sweep.placement.slot_dir()
+    assert path == str(tmp_path / f"opbench-slots-{os.getuid()}")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700)
+    assert opbench.sweep.placement.slot_dir() == str(tmp_path / "run" / "opbench-slots")
+
+
+@other_user.needed
+def test_a_slot_folder_another_user_made_is_refused(shared_folder, monkeypatch):  # noqa: F811
+    """Another user who makes /tmp/opbench-slots-<your uid> first, and holds its locks,
+    would freeze every sweep of yours."""
+    _default_slot_dir(monkeypatch, shared_folder)
+    planted = shared_folder / f"opbench-slots-{os.getuid()}"
+    other_user.run(f"mkdir -m 777 {planted}")
+    with pytest.raises(UntrustedPathError, match=f"{planted}: it is owned by nobody.*"
+                                                  "OPBENCH_SLOT_DIR"):
+        opbench.sweep.placement.slot_dir()
+
+
+def test_a_lock_held_too_long_times_out_naming_it(slots, monkeypatch):
+    monkeypatch.setenv("OPBENCH_SLOT_TIMEOUT", "0.3")
+    cpus = sorted(os.sched_getaffinity(0))
+    fds = [_hold(slots, f"cpu{c}") for c in cpus]
+    outcome: list[BaseException | None] = []
+
+    def claim():
+        try:
+            with reserve(Needs(cpus=1)):
+                outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=claim, daemon=True)
+    thread.start()
+    thread.join(10)
+    for fd in fds:  # lets an endless wait (the fault) end, too
+        os.close(fd)
+    thread.join(10)
+    assert outcome and isinstance(outcome[0], PlacementError), outcome
+    message = str(outcome[0])
+    assert f"{slots / f'cpu{cpus[0]}.lock'}" in message and "held by process" in message
+    assert str(os.getpid()) in message and "OPBENCH_SLOT_TIMEOUT" in message
+
+
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(slots, tmp_path):
+    first = sorted(os.sched_getaffinity(0))[0]
+    slots.mkdir()
+    target = tmp_path / "someone-elses-file"
+    (slots / f"cpu{first}.lock").symlink_to(target)
+    with pytest.raises(UntrustedPathError, match=f"cpu{first}.lock: it is a symbolic link"), \
+            reserve(Needs(cpus=1)):
+        pass
+    assert not target.exists()

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTEST_PLUGIN_ARGS
-from opbench.errors import Error
+from opbench.errors import Error, UntrustedPathError
 from opbench.gate import revision
 from opbench.gate.revision import RESULTS_ENV, RevisionError
 
@@ -257,3 +259,95 @@ def _no_pip(run):  # type: ignore[no-untyped-def]
         assert "wheel" not in args, "built again: the cache was not used"
         return run(args, *a, **k)
     return guarded
+
+
+def test_a_users_worktree_whose_folder_is_away_keeps_its_record_and_staged_changes(
+        repo: Path, tmp_path: Path) -> None:
+    """Issue 34: only opbench's own worktrees are cleaned up (by path); a worktree of the
+    user's whose folder is missing for a while (an unmounted disk) is not pruned."""
+    mine = tmp_path / "mine"
+    git(repo, "worktree", "add", "-q", "--detach", str(mine))
+    (mine / "staged.txt").write_text("keep me\n")
+    git(mine, "add", "staged.txt")
+    away = tmp_path / "unmounted"
+    mine.rename(away)
+    # A worktree of an opbench run that was killed, its folder since cleaned away.
+    stale = tmp_path / f"{revision._WORKTREE_PREFIX}0123456789-x"
+    git(repo, "worktree", "add", "-q", "--detach", str(stale))
+    subprocess.run(["rm", "-rf", str(stale)], check=True)
+    with revision.checkout("HEAD~1", repo) as c:
+        assert c.run([sys.executable, "-c", "pass"]).returncode == 0
+    revision.run_at("HEAD", [sys.executable, "-c", "pass"], repo=repo)
+    away.rename(mine)
+    assert git(mine, "status", "--porcelain") == "A  staged.txt"  # still a worktree, staged
+    assert worktrees(repo) == [f"worktree {repo}", f"worktree {mine}"]  # opbench's stale one gone
+
+
+def _fake_pip_wheel(monkeypatch: pytest.MonkeyPatch, content: bytes) -> list[list[str]]:
+    """``pip wheel`` replaced by one that writes a wheel holding ``pkg/_m.so``."""
+    import zipfile
+
+    calls: list[list[str]] = []
+    real = subprocess.run
+
+    def run(args, *a, **k):  # type: ignore[no-untyped-def]
+        if "wheel" not in args:
+            return real(args, *a, **k)
+        calls.append(list(args))
+        out = Path(args[args.index("--wheel-dir") + 1])
+        with zipfile.ZipFile(out / "pkg-0-py3-none-any.whl", "w") as wheel:
+            wheel.writestr("pkg/_m.so", content)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(revision.subprocess, "run", run)
+    return calls
+
+
+@pytest.mark.parametrize("change", ["others write the entry", "others write the module",
+                                    "another user owns the module"])
+def test_built_modules_others_could_have_written_are_built_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """Issue 34: the cache of built revisions copied whatever it found into the checkout."""
+    import other_user
+
+    monkeypatch.setenv("OPBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    module = Path("pkg/_m.so")
+    calls = _fake_pip_wheel(monkeypatch, b"built")
+    revision._build_extensions(tmp_path / "tree", [module], "k")
+    assert (tmp_path / "tree" / module).read_bytes() == b"built" and len(calls) == 1
+    builds = tmp_path / "cache" / "builds"
+    assert stat_mode(builds) == 0o700
+    planted = builds / "k" / module
+    planted.write_bytes(b"planted")
+    if change == "others write the entry":
+        os.chmod(builds / "k", 0o777)
+    elif change == "others write the module":
+        os.chmod(planted, 0o666)
+    else:
+        if other_user.REASON:
+            pytest.skip(other_user.REASON)
+        os.chown(planted, other_user.uid(), -1)
+    revision._build_extensions(tmp_path / "again", [module], "k")
+    assert (tmp_path / "again" / module).read_bytes() == b"built" and len(calls) == 2
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_a_builds_folder_another_user_made_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import other_user
+
+    if other_user.REASON:
+        pytest.skip(other_user.REASON)
+    shared = Path(tempfile.mkdtemp(prefix="opbench-shared-", dir="/tmp"))
+    try:
+        os.chmod(shared, 0o1777)
+        other_user.run(f"mkdir -m 777 {shared}/builds")
+        monkeypatch.setenv("OPBENCH_CACHE_DIR", str(shared))
+        _fake_pip_wheel(monkeypatch, b"built")
+        with pytest.raises(UntrustedPathError, match=r"builds: it is owned by nobody"):
+            revision._build_extensions(tmp_path / "tree", [Path("pkg/_m.so")], "k")
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

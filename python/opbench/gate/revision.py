@@ -9,7 +9,8 @@ module does that and nothing else:
 1. **A checkout.** ``checkout(REV)`` makes a ``git worktree`` of the commit
    REV resolves to in a temporary folder (detached, so no branch is touched),
    and removes it again on ``close()`` (a ``with`` block closes it, also on
-   Ctrl-C; a worktree left by a killed process is pruned by the next one).
+   Ctrl-C; the record of a worktree left by a killed process is removed by the
+   next one, by its path: the user's own worktrees are never pruned).
    ``working_tree()`` is the other side of an A/B: the repository as it is now,
    uncommitted edits included, with no copy.
 2. **Importable.** The command runs with the checkout's source roots first on
@@ -24,7 +25,9 @@ module does that and nothing else:
    built once with ``pip wheel --no-deps --no-build-isolation`` (the build
    backend and compilers of the current environment) and its extension
    modules are kept in a cache keyed by the native sources
-   (``$OPBENCH_CACHE_DIR/builds``, default ``~/.cache/opbench/builds``), so a
+   (``$OPBENCH_CACHE_DIR/builds``, default ``~/.cache/opbench/builds``; made
+   with mode 0700, and an entry another user owns or can write is built again,
+   never copied), so a
    bisect over Python-only commits builds nothing and one over C++ commits
    builds each distinct source once. A project that needs more (an install
    into a virtual environment, generated files) passes ``prepare=[...]``: a
@@ -73,6 +76,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from opbench._ownership import private_folder, problem
 from opbench.errors import Error
 
 __all__ = ["RESULTS_ENV", "Checkout", "RevisionError", "Run", "checkout", "resolve", "run_at",
@@ -248,9 +252,18 @@ def _cache_dir() -> Path:
 
 def _build_extensions(tree: Path, modules: list[Path], key: str) -> None:
     """Puts the revision's compiled ``modules`` into ``tree``: from the cache, else built
-    with ``pip wheel`` (then cached)."""
-    cached = _cache_dir() / "builds" / key
-    if not all((cached / m).is_file() for m in modules):
+    with ``pip wheel`` (then cached). The cache's ``builds`` folder is private (mode
+    0700); an entry another user owns or could have written is built again, never
+    copied: the modules run in every command of the checkout.
+
+    Raises:
+        UntrustedPathError: the ``builds`` folder (or one above it) is another user's or
+            writable by others.
+    """
+    builds = private_folder(_cache_dir() / "builds", what="copy compiled modules from",
+                            fix="Set $OPBENCH_CACHE_DIR to a folder of your own.")
+    cached = builds / key
+    if not _cached(cached, modules):
         with tempfile.TemporaryDirectory(prefix="opbench-wheel-") as out:
             proc = subprocess.run(
                 [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
@@ -261,7 +274,7 @@ def _build_extensions(tree: Path, modules: list[Path], key: str) -> None:
                 raise RevisionError(
                     f"building the compiled modules of {tree} failed (pip wheel, exit "
                     f"{proc.returncode}): {_last_lines(proc.stdout + proc.stderr, 8)}")
-            staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=_ensure(cached.parent)))
+            staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=builds))
             with zipfile.ZipFile(wheels[0]) as wheel:
                 names = set(wheel.namelist())
                 for m in modules:
@@ -280,9 +293,11 @@ def _build_extensions(tree: Path, modules: list[Path], key: str) -> None:
         shutil.copy2(cached / m, tree / m)
 
 
-def _ensure(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def _cached(entry: Path, modules: list[Path]) -> bool:
+    """Whether ``entry`` holds every module, and it and they are yours alone (no link,
+    nothing another user owns or can write)."""
+    return problem(entry) is None and all(
+        problem(entry / m) is None and (entry / m).is_file() for m in modules)
 
 
 def _is_pytest(command: Sequence[str]) -> bool:
@@ -396,9 +411,28 @@ class Checkout:
         if not self._owned or self.path is None:
             return
         path, self._owned = self.path, False
-        _git(self._repo, "worktree", "remove", "--force", str(path), check=False)
-        shutil.rmtree(path, ignore_errors=True)
-        _git(self._repo, "worktree", "prune", check=False)
+        _remove_worktree(self._repo, path)
+
+
+def _remove_worktree(repo: Path, path: Path) -> None:
+    """Removes opbench's worktree at ``path``: its files and its record in ``repo``, by
+    path. Never ``git worktree prune``: that drops every worktree whose folder is
+    missing for the moment (an unmounted disk), the user's own with their index."""
+    _git(repo, "worktree", "remove", "--force", str(path), check=False)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_stale_worktrees(repo: Path) -> None:
+    """Removes the records of opbench's own worktrees whose folders are gone (a run that
+    was killed, its temporary folder since cleaned): only those named as opbench names
+    them, each by its path."""
+    listing = _git(repo, "worktree", "list", "--porcelain", "-z", check=False)
+    for field in listing.split("\0"):
+        if not field.startswith("worktree "):
+            continue
+        path = Path(field[len("worktree "):])
+        if path.name.startswith(_WORKTREE_PREFIX) and not path.exists():
+            _remove_worktree(repo, path)
 
 
 # Commands running now (in any thread), so Ctrl-C in the main thread can stop them all.
@@ -509,7 +543,7 @@ def checkout(rev: str, repo: str | os.PathLike[str] = ".", *,
     """
     top = _toplevel(repo)
     commit = resolve(rev, top)
-    _git(top, "worktree", "prune", check=False)  # worktrees of killed runs
+    _remove_stale_worktrees(top)
     path = Path(tempfile.mkdtemp(prefix=f"{_WORKTREE_PREFIX}{commit[:10]}-", dir=folder))
     try:
         _git(top, "worktree", "add", "--detach", "--force", str(path), commit)
@@ -532,9 +566,7 @@ def checkout(rev: str, repo: str | os.PathLike[str] = ".", *,
                                     f"({commit[:12]}): {done.problem}")
         return result
     except BaseException:
-        _git(top, "worktree", "remove", "--force", str(path), check=False)
-        shutil.rmtree(path, ignore_errors=True)
-        _git(top, "worktree", "prune", check=False)
+        _remove_worktree(top, path)
         raise
 
 

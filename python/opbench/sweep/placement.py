@@ -11,17 +11,21 @@ into particular ones:
 
 * it claims free physical cores among those the process may use (hyperthread
   siblings are one core), by an exclusive ``flock`` on one lock file per core
-  (and per GPU) in a directory shared by every opbench process of the host
-  (``$OPBENCH_SLOT_DIR``, default ``<tmp>/opbench-slots-<uid>``): two workers of one host never measure on
-  the same core, whatever each was told; the kernel drops a dead process's
-  locks, so a crash never leaves a core claimed;
+  (and per GPU) in a directory shared by every opbench process of the user on
+  the host (``$OPBENCH_SLOT_DIR``, default ``$XDG_RUNTIME_DIR/opbench-slots`` or
+  ``<tmp>/opbench-slots-<uid>``, made 0700 and refused when another user owns
+  it; lock files are never opened through a link): two workers of one host
+  never measure on the same core, whatever each was told; the kernel drops a
+  dead process's locks, so a crash never leaves a core claimed;
 * it pins the measuring thread to those cores (``os.sched_setaffinity``,
   Linux; elsewhere unpinned, and the slot says so); threads the
   measurement starts inherit the pinning;
 * it holds a lock of the process, so one process measures one thing at a time.
 
 If the cores are taken (a cluster that declared more cores than it has),
-``reserve`` waits for them, and the slot records how long it waited.
+``reserve`` waits for them, and the slot records how long it waited; after
+``$OPBENCH_SLOT_TIMEOUT`` seconds (600) it gives up with a ``PlacementError``
+that names the lock files and the processes holding them.
 
 Example:
     >>> from opbench.sweep.placement import Needs, reserve
@@ -41,13 +45,17 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from opbench.errors import PlacementError
+from opbench._ownership import private_folder
+from opbench.errors import PlacementError, UntrustedPathError
 
 __all__ = ["Needs", "needs_of", "reserve", "slot_dir", "visible_gpus"]
 
 SLOT_DIR_VAR = "OPBENCH_SLOT_DIR"
-# How often a task waiting for taken cores looks again.
+TIMEOUT_VAR = "OPBENCH_SLOT_TIMEOUT"
+# How often a task waiting for taken cores looks again, and for how long at most: a
+# measurement holds its cores for seconds, not ten minutes.
 _POLL_S = 0.005
+_WAIT_S = 600.0
 
 # One measurement per process at a time: Python measurements would share the
 # GIL, and torch's thread setting is process-wide.
@@ -89,11 +97,24 @@ def needs_of(timer: Any) -> Needs:
 
 
 def slot_dir() -> str:
-    """The host-wide directory of core and GPU lock files."""
-    path = os.environ.get(SLOT_DIR_VAR) or os.path.join(
-        tempfile.gettempdir(), f"opbench-slots-{os.getuid() if hasattr(os, 'getuid') else 0}")
-    os.makedirs(path, exist_ok=True)
-    return path
+    """The host-wide directory of core and GPU lock files: ``$OPBENCH_SLOT_DIR`` as given
+    (a folder the user chose, shared on purpose), else a folder of the user's own,
+    ``$XDG_RUNTIME_DIR/opbench-slots`` or ``<tmp>/opbench-slots-<uid>``, made with mode
+    0700 and refused when another user made it first (whoever can write it can hold
+    its locks, and every sweep would wait on them).
+
+    Raises:
+        UntrustedPathError: the default folder is another user's or writable by others.
+    """
+    chosen = os.environ.get(SLOT_DIR_VAR)
+    if chosen:
+        os.makedirs(chosen, exist_ok=True)
+        return chosen
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    path = (os.path.join(runtime, "opbench-slots") if runtime else os.path.join(
+        tempfile.gettempdir(), f"opbench-slots-{os.getuid() if hasattr(os, 'getuid') else 0}"))
+    return str(private_folder(path, what="take the sweep's core locks in",
+                              fix=f"Set ${SLOT_DIR_VAR} to a folder of your own."))
 
 
 # Where Linux describes which logical CPUs share a physical core.
@@ -148,19 +169,36 @@ class _Claim:
     def __init__(self, directory: str) -> None:
         self._dir = directory
         self._fds: list[int] = []
+        self.busy: set[str] = set()  # lock files found held, for a timeout's message
+
+    def path(self, name: str) -> str:
+        return os.path.join(self._dir, f"{name}.lock")
 
     def take(self, names: list[str], count: int) -> list[str]:
         """Locks ``count`` of ``names`` (the first free ones); [] and nothing held if
-        fewer are free."""
+        fewer are free.
+
+        Raises:
+            UntrustedPathError: a lock file is a symbolic link (never followed: it could
+                point at any file of the user's).
+        """
         taken: list[str] = []
         for name in names:
             if len(taken) == count:
                 break
-            fd = os.open(os.path.join(self._dir, f"{name}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fd = os.open(self.path(name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+            except OSError:
+                if os.path.islink(self.path(name)):
+                    raise UntrustedPathError(
+                        f"{self.path(name)}: it is a symbolic link, not one of opbench's lock "
+                        "files: remove it (it is not followed)") from None
+                raise
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 os.close(fd)
+                self.busy.add(self.path(name))
                 continue
             self._fds.append(fd)
             taken.append(name)
@@ -188,6 +226,49 @@ def _pin(cpus: list[int]) -> set[int] | None:
     return before
 
 
+def _timeout() -> float:
+    """Seconds ``reserve`` waits for taken cores: ``$OPBENCH_SLOT_TIMEOUT``, else
+    ``_WAIT_S``."""
+    text = os.environ.get(TIMEOUT_VAR)
+    try:
+        return float(text) if text else _WAIT_S
+    except ValueError:
+        raise PlacementError(f"${TIMEOUT_VAR} must be a number of seconds, got {text!r}") \
+            from None
+
+
+def _holders() -> dict[tuple[int, int], int]:
+    """(device, inode) -> pid of each flock held on the host (``/proc/locks``; empty
+    where it cannot be read)."""
+    found = {}
+    try:
+        with open("/proc/locks") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 5 and fields[1] == "FLOCK" and fields[3] == "WRITE":
+                    major, minor, inode = fields[5].split(":")
+                    found[(os.makedev(int(major, 16), int(minor, 16)), int(inode))] = \
+                        int(fields[4])
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def _waited_too_long(busy: set[str], waited: float, needs: Needs) -> str:
+    holders, named = _holders(), []
+    for path in sorted(busy):
+        try:
+            st = os.stat(path)
+            pid = holders.get((st.st_dev, st.st_ino))
+        except OSError:
+            pid = None
+        named.append(path + (f" (held by process {pid})" if pid else " (held)"))
+    return (f"waited {waited:.1f} s for {needs.cpus} core(s) and {needs.gpus} GPU(s): the "
+            f"lock files {', '.join(named)} stayed held by other measurements (one that "
+            "never ends, or a process of another user's). Stop it, or set "
+            f"${TIMEOUT_VAR} to wait longer.")
+
+
 @contextlib.contextmanager
 def reserve(needs: Needs) -> Iterator[dict[str, Any]]:
     """Holds a slot for ``needs`` alone, pinned, for the duration of the block.
@@ -200,7 +281,11 @@ def reserve(needs: Needs) -> Iterator[dict[str, Any]]:
 
     Raises:
         PlacementError: the process may use fewer cores (or GPUs) than needed,
-            so waiting would never end.
+            so waiting would never end; or the cores stayed taken for
+            ``$OPBENCH_SLOT_TIMEOUT`` seconds (default 600): the message names
+            the lock files and the processes holding them.
+        UntrustedPathError: the slot folder, or a lock file in it, is not the
+            user's own (``slot_dir``).
     """
     allowed = _allowed_cpus()
     # Hyperthread siblings share a core's execution units: a core is claimed whole
@@ -214,7 +299,7 @@ def reserve(needs: Needs) -> Iterator[dict[str, Any]]:
             f"the measurement needs {needs.cpus} core(s) and {needs.gpus} GPU(s); this worker "
             f"process may use {len(cores)} physical core(s) (logical CPUs {allowed}) and "
             f"GPUs {gpus}. Give the worker more, or lower the Timer's num_threads.")
-    waited = 0.0
+    waited, limit = 0.0, _timeout()
     with _PROCESS_LOCK:
         claim = _Claim(slot_dir())
         try:
@@ -224,6 +309,8 @@ def reserve(needs: Needs) -> Iterator[dict[str, Any]]:
                 if cpus and len(gpu) == needs.gpus:
                     break
                 claim.release()
+                if waited >= limit:
+                    raise PlacementError(_waited_too_long(claim.busy, waited, needs))
                 start = time.monotonic()
                 time.sleep(_POLL_S)
                 waited += time.monotonic() - start
