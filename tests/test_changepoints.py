@@ -78,3 +78,63 @@ def test_noise_sigma_ignores_levels_and_slopes() -> None:
     ramp = [v + 0.05 * i for i, v in enumerate(base)]
     assert noise_sigma(base) == pytest.approx(0.01, rel=0.15)
     assert noise_sigma(ramp) == pytest.approx(noise_sigma(base), rel=1e-6)
+
+
+# -- replicates: a commit's runs ---------------------------------------------------
+
+def replicated(levels: list[float], sigma: float, seed: int, runs: int = 3) -> list[list[float]]:
+    rng = random.Random(seed)
+    return [[v * math.exp(rng.gauss(0, sigma)) for _ in range(runs)] for v in levels]
+
+
+def found_runs(runs: list[list[float]], **options) -> list[tuple[str, int, int]]:
+    from opbench.stats.changepoints import detect_runs
+
+    return [(c.kind, c.start, c.end) for c in detect_runs(runs, **options).changes
+            if c.exceeds_noise]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_spike_of_one_replicated_commit_is_two_steps(seed: int) -> None:
+    runs = replicated([1.0] * 6 + [1.8] + [1.0] * 5, 0.02, seed)
+    assert found_runs(runs) == [("step", 5, 6), ("step", 6, 7)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_step_after_the_first_commit_stays_a_step(seed: int) -> None:
+    # Issue 38: one slow first release came out as "drift -84% over 11 commits".
+    runs = replicated([6.0] + [1.0] * 11, 0.02, seed)
+    assert found_runs(runs) == [("step", 0, 1)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_separate_steps_stay_steps_not_a_drift(seed: int) -> None:
+    runs = replicated([1.0] * 4 + [0.6] * 3 + [0.45] * 3 + [0.3] * 3, 0.02, seed)
+    assert found_runs(runs) == [("step", 3, 4), ("step", 6, 7), ("step", 9, 10)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_replicated_noise_alone_has_no_change(seed: int) -> None:
+    assert found_runs(replicated([1.0] * 13, 0.05, seed)) == []
+
+
+def test_a_commit_whose_runs_scatter_weighs_less_than_one_whose_runs_agree() -> None:
+    from opbench.stats.changepoints import _weight, replicate_noise
+
+    assert replicate_noise([[1.0]]) is None
+    noise = replicate_noise([[1.0, 1.01], [2.0, 2.02], [3.0, 2.97]])
+    assert noise == pytest.approx(math.log(1.01) / (0.6745 * math.sqrt(2)), rel=1e-3)
+    assert _weight([1.0, 1.01, 0.99], noise) == 3.0
+    # One of three far off: the median stands where the other two are, full weight.
+    assert _weight([1.0, 1.01, 1.9], noise) == 3.0
+    assert _weight([1.0, 1.5, 2.2], noise) < 1.0  # scattered: no level at all
+    with pytest.raises(ValueError, match="at least one run"):
+        found_runs([[1.0], []])
+
+
+def test_a_commit_measured_only_on_a_slowed_machine_is_no_level() -> None:
+    # Every run of commit 0 ran on a core another tenant slowed 1.7x (the history knows it
+    # from the runs' speed probes): trusted, it reads as a 41% step after the first commit.
+    runs = replicated([1.7] + [1.0] * 8, 0.01, 2)
+    assert found_runs(runs) == [("step", 0, 1)]
+    assert found_runs(runs, trusted=[False] + [True] * 8) == []

@@ -50,8 +50,15 @@ def test_history_lists_a_benchmarks_runs_in_commit_order(measured_history):
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("  ")
             and not line.strip().startswith("change:")]
-    assert [row[1] for row in rows] == [short(c) for c in commits]
-    assert {row[2] for row in rows} == {"main"}
+    # One line per commit: commit, tag (none here), its one run, its value, the subject.
+    assert [row[0] for row in rows] == [short(c) for c in commits]
+    assert {tuple(row[1:4]) for row in rows} == {("-", "1", "run(s)")}
+    assert rows[0][-2:] == ["change", "0"] and rows[-1][-2:] == ["change", "29"]
+    each = opbench_cli("history", "--root", str(store), "jump", "--each-run")
+    runs = [line.split() for line in each.stdout.splitlines() if line.startswith("  ")
+            and not line.strip().startswith("change:")]
+    assert [row[1] for row in runs] == [short(c) for c in commits]
+    assert {row[2] for row in runs} == {"main"}
     changes = [line for line in r.stdout.splitlines() if "change:" in line]
     beyond = [line for line in changes if "beyond the noise" in line]
     assert len(beyond) == 1 and "step +15." in beyond[0]
@@ -102,3 +109,60 @@ def test_pruning_everything_is_not_an_error(measured_store, capsys):
     assert main(["history", "--root", str(measured_store), "--prune-older-than", "0"]) == 0
     assert capsys.readouterr().out.startswith("pruned 30 run(s)")
     assert baselines.runs(measured_store) == []
+
+
+def test_control_characters_of_names_never_reach_the_terminal(tmp_path, monkeypatch, capsys):
+    """Issue 34: the history's benchmark names, branches and commits are shown with their
+    control characters as escapes."""
+    import hostile
+
+    root = hostile.history(tmp_path / "store", monkeypatch)
+    machine = baselines.machine_id()
+    for args in ([], ["--regressions", "--z", "0.1"]):
+        main(["history", "--root", str(root), "--machine", machine, *args])
+        out = capsys.readouterr().out
+        assert not hostile.TERMINAL_CONTROLS.search(out), repr(out)
+    main(["history", "--root", str(root), "--machine", machine])
+    out = capsys.readouterr().out
+    assert "\\x1b[2J\\x1b]0;title\\x07" in out
+    assert "fake\\n### opbench: no regression" in out  # no line of a name's
+
+
+def _synthetic_history(root, levels: dict[str, list[float]], runs: int = 3) -> list[str]:
+    """A history saved directly: per commit ``runs`` runs of each benchmark at its level
+    (tiny, deterministic noise); commit i is tagged ``v0.<i>``. Returns the commits."""
+    from opbench.core.measurement import Measurement, TaskSpec
+
+    commits = [f"{i + 1:040x}" for i in range(len(next(iter(levels.values()))))]
+    for r in range(runs):
+        for i, commit in enumerate(commits):
+            git = {"commit": commit, "branch": None, "dirty": False, "position": i + 1,
+                   "commit_time": f"2026-01-01T00:{i:02d}:00Z", "subject": f"release {i}",
+                   "tags": [f"v0.{i}"]}
+            ms = [Measurement(1, [v * 1e-6 * (1 + 0.002 * ((r + i + k) % 3 - 1)) for k in range(40)],
+                              TaskSpec("f()", "pass", name=name)) for name, lv in levels.items()
+                  for v in [lv[i]]]
+            baselines.autosave(ms, root=root, git=git)
+    return commits
+
+
+def test_regressions_list_what_still_holds_and_name_what_was_fixed(tmp_path, capsys):
+    commits = _synthetic_history(tmp_path, {
+        "stepped": [1.0] * 4 + [1.2] * 4,
+        "spiky": [1.0] * 4 + [1.8] + [1.0] * 3,
+    })
+    status = main(["history", "--root", str(tmp_path), "--regressions"])
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert status == 1 and "1 change(s) up of 5.0% or more still hold" in out.err
+    assert lines[0].startswith("REGRESSION  stepped  (time)  step +20.0%")
+    assert f"commits {commits[3][:10]}..{commits[4][:10]} (v0.3..v0.4)" in lines[0]
+    assert lines[0].endswith("still +20.0% at the latest commit")
+    assert lines[1].startswith("fixed       spiky  (time)  step +80.0%")
+    assert lines[1].endswith(f"undone at {commits[4][:10]}..{commits[5][:10]} (v0.4..v0.5) "
+                             "(step -44.4%)")
+    assert lines[2].startswith("faster      spiky  (time)  step -44.4%") and len(lines) == 3
+    shown = main(["history", "--root", str(tmp_path), "spiky"])
+    text = capsys.readouterr().out
+    assert shown == 0 and "up to 3 run(s) a commit" in text
+    assert f"  {commits[4][:10]}  v0.4" in text and "3 run(s)" in text and "release 4" in text

@@ -137,3 +137,30 @@ def test_runs_in_blocks_pool_a_wave_and_pair_single_rounds() -> None:
     assert a == pytest.approx(b)
     with pytest.raises(ValueError, match="label each pair"):
         decide.runs(old, new, 0.05, blocks=[0, 0])
+
+
+def test_figures_divide_to_the_ratio_and_form_an_interval_from_both_runs() -> None:
+    rng = random.Random(5)
+    old = [1e-6 * (1 + abs(rng.gauss(0, 0.05))) for _ in range(200)]
+    new = [1.3 * t for t in old]
+    d = decide.figures(old, new, 0.05)
+    from opbench.stats import run_figure
+
+    assert d.ratio == pytest.approx(run_figure.value(new) / run_figure.value(old))
+    assert d.verdict == "slower" and d.ci is not None and d.ci[0] < 1.3 < d.ci[1]
+    assert decide.figures(old, old, 0.05).verdict == "same"
+    few = decide.figures(old[:20], new[:20], 0.05)
+    assert few.ci is None and few.verdict == "inconclusive" and "10th percentile" in few.reason
+
+
+def test_same_comes_from_the_equivalence_test_when_the_verdicts_interval_is_wider() -> None:
+    old, new = [1.0, 1.02, 0.98], [1.01, 0.99, 1.0]
+    strict = decide.runs(old, new, 0.05, 0.995, blocks=[0, 0, 0])
+    assert strict.verdict == "inconclusive" and strict.confidence == 0.995
+    tost = decide.runs(old, new, 0.05, 0.995, blocks=[0, 0, 0], equivalence_alpha=0.05)
+    assert tost.verdict == "same" and tost.confidence == 0.9
+    assert 1 / 1.05 < tost.ci[0] < tost.ci[1] < 1.05  # the interval shown is the one judged
+    # A clear slowdown stays slower at the verdict's own level.
+    slow = decide.runs(old, [1.31, 1.32, 1.28], 0.05, 0.995, blocks=[0, 0, 0],
+                       equivalence_alpha=0.05)
+    assert slow.verdict == "slower" and slow.confidence == 0.995

@@ -42,3 +42,26 @@ def test_diff_orders_by_absolute_exclusive_change_per_call() -> None:
     assert len(diff(base, head, number=10, top=1)) == 1
     # A base loop of another length is scaled to per-call counts too.
     assert diff(base, base, number=10, base_number=20)[0].exclusive == (50.0, 100.0)
+
+
+def test_changes_that_round_to_nothing_are_no_rows() -> None:
+    from opbench.callgrind.function_diff import MINIMUM, diff
+
+    base = {"exclusive": {"a.c:f": 1000, "a.c:g": 500}, "inclusive": {"a.c:f": 1000, "a.c:g": 500}}
+    head = {"exclusive": {"a.c:f": 1004, "a.c:g": 900}, "inclusive": {"a.c:f": 1004, "a.c:g": 900}}
+    # Per call over 100 calls: f moved by 0.04 (under MINIMUM: a "+0.0" row), g by 4.
+    assert MINIMUM == 0.05
+    assert [c.function for c in diff(base, head, number=100)] == ["a.c:g"]
+
+
+def test_python_functions_are_named_by_qualname_file_and_line() -> None:
+    from opbench.callgrind.function_diff import PYTHON, python_diff
+
+    base = {"exclusive": {"p/v.py:Version._key": 100}, "inclusive": {"p/v.py:Version._key": 100},
+            "lines": {"p/v.py:Version._key": 80}}
+    head = {"exclusive": {"p/v.py:Version._key": 300}, "inclusive": {"p/v.py:Version._key": 300},
+            "lines": {"p/v.py:Version._key": 88}}
+    (change,) = python_diff(base, head, number=10)
+    assert change.group == PYTHON and change.line == 88  # head's line: the code as it is now
+    assert change.short_name == "Version._key (p/v.py:88)" and change.exclusive_change == 20.0
+    assert change.to_dict()["line"] == 88

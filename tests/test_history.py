@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import subprocess
 import sys
 
@@ -76,3 +77,124 @@ def test_runs_saved_before_git_state_was_recorded_still_have_their_commit(tmp_pa
          environment={"git_commit": "abc123+dirty"})
     (run,) = history.load(tmp_path).runs
     assert run.git == {"commit": "abc123", "dirty": True} and run.commit == "abc123"
+
+
+def test_each_kind_of_damage_is_skipped_and_named_and_the_rest_shown(measured_store, monkeypatch):
+    """Issue 34: a number of 5,000 digits, deep nesting, times no clock gives, a file past
+    the size limit: each used to stop `history` and `report` (ValueError, RecursionError,
+    OverflowError, or all memory)."""
+    store = measured_store
+    runs = baselines.runs(store)
+    text = runs[1].read_text()
+    damage = {
+        2: text.replace('"number_per_run": ', '"number_per_run": ' + "9" * 5000 + ", \"x\": ", 1),
+        4: text.replace('"environment": {', '"environment": {"deep": ' + "[" * 3000
+                        + "]" * 3000 + ", ", 1),
+        6: _with_time(text, 1e-320),
+        8: _with_time(text, 1e308),
+        10: text + " " * 20_000,  # past the limit set below
+    }
+    for index, damaged in damage.items():
+        runs[index].write_text(damaged)
+    limit = str((len(text) + 10_000) / (1 << 20))
+    monkeypatch.setenv("OPBENCH_MAX_FILE_MB", limit)
+    h = history.load(store)
+    named = {str(runs[i]): next(p for p in h.problems if p.startswith(str(runs[i])))
+             for i in damage}
+    assert "more than 4300 digits" in named[str(runs[2])]
+    assert "nested too deeply" in named[str(runs[4])]
+    assert "between 1e-30 and 1e+30 seconds" in named[str(runs[6])]
+    assert "between 1e-30 and 1e+30 seconds" in named[str(runs[8])]
+    assert "OPBENCH_MAX_FILE_MB" in named[str(runs[10])]
+    assert len(h.runs) == 27  # the others' results; runs 6 and 8 keep their valid ones
+    env = dict(os.environ, OPBENCH_MAX_FILE_MB=limit)
+    for args in (("history", "--root", str(store)), ("report", "--root", str(store), "-o",
+                                                     str(store.parent / "site"))):
+        r = subprocess.run([sys.executable, "-m", "opbench", *args], capture_output=True,
+                           text=True, timeout=120, env=env)
+        assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("wrote ")
+
+
+def _with_time(text: str, value: float) -> str:
+    doc = json.loads(text)
+    doc["measurements"][0]["raw_times"][0] = value
+    return json.dumps(doc)
+
+
+def test_memory_counts_are_series_per_figure_and_a_new_allocation_is_a_change(tmp_path,
+                                                                              monkeypatch):
+    from opbench.core.memory import MemoryCounts
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    history_repo.git(repo, "init", "-q")
+    monkeypatch.chdir(repo)
+    for i, allocations in enumerate((0, 0, 0, 0, 1, 1, 1, 1)):
+        history_repo.git(repo, "commit", "-q", "--allow-empty", "-m", f"c{i}")
+        host = {"allocations": (allocations * 10,), "bytes": (allocations * 640,), "peak": (64,),
+                "growth": (0,)}
+        baselines.autosave([MemoryCounts(10, {"host": host}, TaskSpec("f()", "pass", name="f"))],
+                           root=tmp_path / "store")
+    h = history.load(tmp_path / "store")
+    assert ("f [allocations]", "allocations") in h.benchmarks()
+    series = h.series("f [allocations]", "allocations")
+    assert [p.value for p in series.points] == [0.0] * 4 + [1.0] * 4
+    assert [c.kind for c in series.detect().changes] == ["step"]
+    assert history.format_value(64.0, "bytes") == "64 B"
+
+
+def _save(root, commit: int, figures: dict[str, float], slowdowns: float | None = None) -> None:
+    """One run at commit ``commit`` (a fake git state), each benchmark at its figure; with
+    ``slowdowns``, every block's core speed probe read that much slower than its best."""
+    git = {"commit": f"{commit + 1:040x}", "branch": None, "dirty": False,
+           "position": commit + 1, "commit_time": f"2026-01-01T00:{commit:02d}:00Z",
+           "subject": f"c{commit}", "tags": []}
+    ms = []
+    for name, t in figures.items():
+        info = {}
+        if slowdowns is not None:
+            info["disturbance"] = {"waits": [0.0] * 40, "slowdowns": [slowdowns] * 40,
+                                   "threads": 1, "cpus": 2}
+        ms.append(Measurement(1, [t * (1 + 0.001 * (k % 5)) for k in range(40)],
+                              TaskSpec("f()", "pass", name=name), info=info))
+    baselines.autosave(ms, root=root, git=git)
+
+
+def test_a_run_the_machine_slowed_as_a_whole_counts_at_its_commits_speed(tmp_path):
+    names = ("a", "b", "c", "d")
+    for rep in range(3):
+        for commit in range(4):
+            slow = 1.7 if (rep, commit) == (0, 2) or (rep, commit) == (1, 2) else 1.0
+            _save(tmp_path, commit, {n: slow * (1.0 + i) * 1e-6 for i, n in enumerate(names)})
+    h = history.load(tmp_path)
+    slowed = h.slowed()
+    assert sorted(round(f, 2) for f in slowed.values()) == [1.7, 1.7]
+    # Two of commit 2's three runs slowed: its median alone would read a 70% spike.
+    assert all(not d.changes or not any(c.exceeds_noise for c in d.changes)
+               for _, d in history.changes(h))
+    raw = h.series("a").detect()
+    assert [c.kind for c in raw.changes if c.exceeds_noise] == ["step", "step"]
+
+
+def test_runs_on_a_slowed_core_give_way_to_those_at_full_speed(tmp_path):
+    for rep in range(2):
+        for commit in range(4):
+            slow = commit == 1 and rep == 0
+            _save(tmp_path, commit, {"a": (1.8 if slow else 1.0) * 1e-6},
+                  slowdowns=1.6 if slow else 1.0)
+    series = history.load(tmp_path).series("a")
+    assert [p.slow_core for p in series.points].count(True) == 1
+    assert not any(c.exceeds_noise for c in series.detect().changes)
+
+
+def test_standing_says_what_still_holds_and_what_undid_it(tmp_path):
+    from opbench.stats.changepoints import detect_runs
+    d = detect_runs([[1.0, 1.0]] * 3 + [[1.2, 1.2]] * 3)
+    (step,) = [c for c in d.changes if c.exceeds_noise]
+    still = history.standing(d, step)
+    assert still.holds and still.still == pytest.approx(0.2)
+    d = detect_runs([[1.0, 1.0]] * 3 + [[1.5, 1.5]] * 2 + [[1.02, 1.02]] * 3)
+    up, down = [c for c in d.changes if c.exceeds_noise]
+    fixed = history.standing(d, up)
+    assert not fixed.holds and fixed.undone_by is down and fixed.still == pytest.approx(0.02)

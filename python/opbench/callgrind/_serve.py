@@ -200,7 +200,9 @@ def _run_cpp(job: Job, cg: Any) -> None:
         raise RuntimeError(error)
 
 
-def _exception_pickle(e: BaseException) -> bytes | None:
+def exception_pickle(e: BaseException) -> bytes | None:
+    """``e`` pickled, or None when it does not pickle or cannot be rebuilt (the memory
+    child sends its statement's exception back the same way)."""
     try:
         data = pickle.dumps(e)
         pickle.loads(data)  # some exceptions pickle but cannot be rebuilt
@@ -214,7 +216,7 @@ def _failure(fn: Callable[..., None], *args: Any) -> tuple[bytes | None, str, st
     try:
         fn(*args)
     except BaseException as e:  # the statement's own error, whatever it is
-        return _exception_pickle(e), f"{type(e).__name__}: {e}", traceback.format_exc()
+        return exception_pickle(e), f"{type(e).__name__}: {e}", traceback.format_exc()
     return None
 
 

@@ -4,7 +4,17 @@ from __future__ import annotations
 from typing import Any
 
 
-class CopyIfCallgrind:
+class _AlsoTorchs(type):
+    """``isinstance(x, CopyIfCallgrind)`` holds for torch's CopyIfCallgrind too (it has the
+    same ``value`` and ``setup``): globals wrapped for torch's Timer work with opbench's."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        kind = type(obj)
+        return super().__instancecheck__(obj) or (
+            kind.__name__ == cls.__name__ and kind.__module__.startswith("torch.utils.benchmark"))
+
+
+class CopyIfCallgrind(metaclass=_AlsoTorchs):
     """Marks a global that ``collect_callgrind`` may replace with a deserialized copy.
 
     ``collect_callgrind`` runs the statement in a new process (under valgrind),

@@ -24,6 +24,10 @@ of a percent between repeats; ``info["spread"]`` reports it and the gate's
 verdict allows for it (``opbench.stats.decide.counts``). The empty-call loop is counted the
 same way and reported as the baseline (``empty_call_like``: an empty call of the
 statement's own kind, so ``per_run`` never falls below zero by the harness's cost).
+For Python code, one more loop runs with ``opbench._C.python_frames`` on, and
+``info["python_functions"]`` keeps its counts per Python function
+(``opbench.callgrind.python_functions``), for ``opbench ab`` to say which function's
+own cost changed.
 
 Example (only under valgrind; see ``opbench.integrations.pytest_plugin``)::
 
@@ -43,6 +47,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from opbench import _C
+from opbench.callgrind import python_functions
 from opbench.callgrind._parse import parse_callgrind_out
 from opbench.callgrind.function_counts import FunctionCount, FunctionCounts
 from opbench.core.instructions import InstructionCounts
@@ -233,16 +238,41 @@ def _count_here(fn: Callable[[], Any], number: int, repeats: int, task_spec: Tas
         counts = tuple(_counted(fn, number, out_prefix, "stmt",
                                 keep=kept if i == repeats - 1 else None) for i in range(repeats))
         baseline = _counted(empty_call_like(fn), number, out_prefix, "baseline")
+        python = _python_functions(fn, number, out_prefix)
     finally:
         _C.callgrind.stop_instrumentation()
         if not frozen:
             gc.unfreeze()
-    return InstructionCounts(number, counts, task_spec, baseline=baseline,
-                             info={"denoised": True, "collected": "in process",
-                                   "spread": (max(counts) - min(counts))
-                                   / max(statistics.median(counts), 1),
-                                   # The last repeat's functions, for a per-function diff.
-                                   "functions": _functions_of(kept)})
+    info = {"denoised": True, "collected": "in process",
+            "spread": (max(counts) - min(counts)) / max(statistics.median(counts), 1),
+            # The last repeat's functions, for a per-function diff.
+            "functions": _functions_of(kept)}
+    if python is not None:
+        info["python_functions"] = python
+    return InstructionCounts(number, counts, task_spec, baseline=baseline, info=info)
+
+
+def _python_functions(fn: Callable[[], Any], number: int,
+                      out_prefix: str) -> dict[str, dict[str, int]] | None:
+    """Per Python function, the counts of one more loop run with ``opbench._C.python_frames``
+    on (``opbench.callgrind.python_functions``); None on a CPython the trampolines do not
+    support. A C callable counts too: ``sorted`` calls its items' ``__lt__``. After the
+    gated loops: the hook slows calls."""
+    frames = _C.python_frames
+    if not frames.available():
+        return None
+    kept = out_prefix + ".python"
+    frames.start()
+    try:
+        _counted(fn, number, out_prefix, "python functions", keep=kept)
+    finally:
+        frames.stop()
+    with open(kept) as f:
+        profile = parse_callgrind_out(f.read().splitlines())
+    os.unlink(kept)
+    table = python_functions.counts(profile, python_functions.names(
+        frames.slots(), slots=frames.SLOTS, harness=(__file__,)))
+    return _top(table)
 
 
 # Functions kept per result (by inclusive count): enough for a diff's top 15 either way.
@@ -256,9 +286,16 @@ def _functions_of(path: str) -> dict[str, dict[str, int]]:
         profile = parse_callgrind_out(f.read().splitlines())
     os.unlink(path)
 
+    return _top({"exclusive": profile.exclusive, "inclusive": profile.inclusive})
+
+
+def _top(table: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """The ``_KEPT_FUNCTIONS`` largest functions of a table by either count, each with all
+    its fields (exclusive, inclusive, lines)."""
     def top(counts: dict[str, int]) -> list[str]:
         return sorted((f for f in counts if counts[f]), key=lambda f: -counts[f])[:_KEPT_FUNCTIONS]
 
-    names = set(top(profile.inclusive)) | set(top(profile.exclusive))
-    return {"exclusive": {f: profile.exclusive.get(f, 0) for f in sorted(names)},
-            "inclusive": {f: profile.inclusive.get(f, 0) for f in sorted(names)}}
+    names = set(top(table["inclusive"])) | set(top(table["exclusive"]))
+    return {field: {f: values[f] for f in sorted(names) if f in values}
+            if field == "lines" else {f: values.get(f, 0) for f in sorted(names)}
+            for field, values in table.items()}

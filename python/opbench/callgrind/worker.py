@@ -107,7 +107,7 @@ class WorkerDied(Exception):
         self.how, self.details = how, details
 
 
-def _child_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
     # The caller's environment, plus its import path: the child must import the
     # same opbench (and torch) even when the venv is not on PATH or installed.
     env = dict(os.environ)
@@ -125,7 +125,7 @@ _VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
 
 def _environment_key() -> tuple[Any, ...]:
     """What a worker inherited from its caller: a worker is reused only while it matches."""
-    env = sorted((k, v) for k, v in _child_env().items() if k not in _VOLATILE)
+    env = sorted((k, v) for k, v in child_env().items() if k not in _VOLATILE)
     return (sys.executable, os.getcwd(), tuple(env))
 
 
@@ -207,7 +207,7 @@ class Worker:
             with open(self._path("worker.log", ""), "wb") as log:
                 # Its own session: Ctrl-C reaches us, and we decide to kill it (and its child).
                 self._proc = subprocess.Popen(
-                    cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=_child_env(),
+                    cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=child_env(),
                     pass_fds=(req_r, rep_w), start_new_session=True)
         finally:
             os.close(req_r)

@@ -1,7 +1,8 @@
 """Change points: where a benchmark's history steps up or down, or starts to drift.
 
 A history is one value per commit (the median of that commit's runs), in commit
-order. The values are taken as logarithms (a change is a ratio, whatever the
+order, each weighed by how many runs it holds (``detect_runs`` takes the runs
+themselves). The values are taken as logarithms (a change is a ratio, whatever the
 benchmark's scale) and fitted with a **piecewise-linear** function chosen by a
 penalised least-squares fit: the segmentation that minimises
 
@@ -9,10 +10,16 @@ penalised least-squares fit: the segmentation that minimises
 
 solved exactly by PELT (Killick, Fearnhead & Eckley, "Optimal detection of
 changepoints with a linear computational cost", JASA 107(500), 2012), where a
-segment of three points or more is fitted by a straight line and a shorter one
-(at least two points: one run is never a new level) by its mean. Each boundary
-whose two fits disagree at the boundary is a **step**; each segment whose slope
-is not zero is a **drift**.
+segment is fitted by its mean, or, from three points on, by a straight line
+when the line's slope pays for itself (its RSS lower by ``z_min**2`` sigma^2: the
+slope is beyond the noise, as a drift is reported); the RSS is weighted by each
+commit's runs (a commit of three runs knows its level three times as well as
+one of one run), and sigma is the noise of one run. A segment holds at least
+two *runs*: one run is never a new level, but one commit measured three times
+is, so a step after the first commit stays a step, and a spike (one commit
+slower, the next fixed) is two steps. Each
+boundary whose two fits disagree at the boundary is a **step**; each segment
+whose slope is not zero is a **drift**.
 
 Why not asv's fit (``asv.step_detect``: a piecewise-*constant* fit with an L1
 cost, Friedrich et al. 2008)? A constant fit has no way to express a slow drift:
@@ -25,12 +32,17 @@ measures both on synthetic histories.
 Noise. sigma, the run-to-run noise of the history, is estimated from the data
 by the median absolute second difference (a difference-based variance estimate,
 Gasser, Sroka & Jennen-Steinmetz, Biometrika 73(3), 1986): second differences
-cancel levels and slopes, the median ignores the few that straddle a step. It is
+cancel levels and slopes, the median ignores the few that straddle a step. Where
+commits hold several runs, the spread between the runs of one commit (pooled,
+by the median absolute difference of pairs: a run that load pushed up does not
+inflate it) estimates it instead, free of any change that second differences
+straddle (a spike in a short history spoils most of them). It is
 floored at ``noise_floor`` (relative), so a history of identical instruction
 counts does not make every last-digit change infinitely significant. A single
 run far from both its neighbours (a burst of load on the machine), while they
 agree with each other, is replaced by their mean before fitting (a one-point
-spike is not a change: the next commit would show it). The penalty defaults to
+spike is not a change: the next commit would show it); a commit measured more
+than once is never replaced, its runs agree on its level. The penalty defaults to
 ``3 * log(n)`` per segment (the BIC's, for three parameters a segment: start,
 level, slope).
 
@@ -40,9 +52,10 @@ come out low by chance). A step's ``z`` is a likelihood-ratio statistic: the
 square root of what a *continuous* fit (two lines meeting at the boundary)
 adds to the residual sum of squares, over sigma, so a drift that the fit happened
 to split is not also a step. A drift's ``z`` is its slope over the slope's
-standard error. Neighbouring segments that slope the same way and that one line
-fits within the noise are joined first (a long ramp under noise can fit best as a
-saw of short lines). A change ``exceeds_noise`` when ``z >= z_min``, 5 by
+standard error. Levels are the default because a line fits a step almost as
+well: with lines free, a step with a little noise came out as "a drift over
+eleven commits" (issue 38); a slope must earn its place, as a new segment must.
+A change ``exceeds_noise`` when ``z >= z_min``, 5 by
 default: in 400 flat histories of 40 runs with 1% noise, one had a false change
 (``tests/test_changepoints.py``, ``benchmarks/history.py``).
 
@@ -57,8 +70,9 @@ import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["Change", "Detection", "detect"]
+__all__ = ["Change", "Detection", "detect", "detect_runs", "replicate_noise"]
 
 # Second differences of iid noise have variance 6 sigma^2; 1.4826 makes a MAD a sigma.
 _MAD_TO_SIGMA = 1.4826 / math.sqrt(6)
@@ -111,29 +125,53 @@ class Detection:
 
 
 class _Sums:
-    """Prefix sums that give any segment's least-squares fit in O(1)."""
+    """Weighted prefix sums that give any segment's least-squares fit in O(1)."""
 
-    def __init__(self, y: Sequence[float]) -> None:
-        self.s = [(0.0, 0.0, 0.0, 0.0, 0.0)]
+    def __init__(self, y: Sequence[float], w: Sequence[float] | None = None) -> None:
+        self.s = [(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)]
         for i, v in enumerate(y):
-            sx, sxx, sy, sxy, syy = self.s[-1]
-            self.s.append((sx + i, sxx + i * i, sy + v, sxy + i * v, syy + v * v))
+            c = 1.0 if w is None else w[i]
+            sx, sxx, sy, sxy, syy, sw = self.s[-1]
+            self.s.append((sx + c * i, sxx + c * i * i, sy + c * v, sxy + c * i * v,
+                           syy + c * v * v, sw + c))
+
+    def weight(self, a: int, b: int) -> float:
+        return self.s[b][5] - self.s[a][5]
 
     def mean(self, a: int, b: int) -> float:
-        return (self.s[b][2] - self.s[a][2]) / (b - a)
+        return (self.s[b][2] - self.s[a][2]) / self.weight(a, b)
 
     def fit(self, a: int, b: int) -> tuple[float, float, float]:
-        """(intercept at point a, slope, RSS) of points [a, b): a line from three points
-        on, the mean below."""
-        n = b - a
-        sx, sxx, sy, sxy, syy = (hi - lo for hi, lo in zip(self.s[b], self.s[a]))
+        """(intercept at point a, slope, weighted RSS) of points [a, b): a line from three
+        points on, the mean below."""
+        sx, sxx, sy, sxy, syy, n = (hi - lo for hi, lo in zip(self.s[b], self.s[a]))
         mx, my = sx / n, sy / n
         cyy = max(syy - sy * my, 0.0)
         cxx = sxx - sx * mx
-        if n < 3 or cxx <= 0:
+        if b - a < 3 or cxx <= 1e-12:
             return my, 0.0, cyy
         slope = (sxy - sx * my) / cxx
         return my - slope * (mx - a), slope, max(cyy - slope * slope * cxx, 0.0)
+
+    def level_rss(self, a: int, b: int) -> float:
+        """Weighted RSS of points [a, b) about their mean."""
+        sy, syy, n = (self.s[b][k] - self.s[a][k] for k in (2, 4, 5))
+        return max(syy - sy * sy / n, 0.0)
+
+    def cost(self, a: int, b: int, sigma2: float, slope_cost: float) -> float:
+        """What points [a, b) cost as one segment, in units of sigma^2: a level's RSS, or a
+        line's when its slope pays for itself (``slope_cost``: z_min^2, so a line is used
+        exactly where its slope would be reported beyond the noise)."""
+        level = self.level_rss(a, b) / sigma2
+        if b - a < 3:
+            return level
+        return min(level, self.fit(a, b)[2] / sigma2 + slope_cost)
+
+    def spread(self, a: int, b: int) -> float:
+        """The weighted sum of squared distances of points [a, b) from their mean
+        position: what a slope's standard error divides by."""
+        sx, sxx, n = (self.s[b][k] - self.s[a][k] for k in (0, 1, 5))
+        return max(sxx - sx * sx / n, 0.0)
 
 
 def noise_sigma(y: Sequence[float]) -> float:
@@ -146,38 +184,50 @@ def noise_sigma(y: Sequence[float]) -> float:
     return _MAD_TO_SIGMA * statistics.median(abs(d - center) for d in d2)
 
 
-def _despike(y: list[float], sigma: float) -> list[float]:
+def _despike(y: list[float], sigma: float, w: Sequence[float]) -> list[float]:
+    """A lone single run far from its neighbours, which agree, replaced by them (a run
+    measured more than once is a level, never replaced); ``sigma``: one run's noise."""
     out = list(y)
+
+    def far(a: int, b: int) -> bool:
+        return abs(y[a] - y[b]) > _SPIKE_SIGMAS * sigma * math.sqrt(1 / w[a] + 1 / w[b])
+
     for i in range(1, len(y) - 1):
+        if w[i] > 1:
+            continue
         left, right = y[i] - y[i - 1], y[i] - y[i + 1]
-        if (abs(left) > _SPIKE_SIGMAS * sigma and abs(right) > _SPIKE_SIGMAS * sigma
-                and left * right > 0 and abs(y[i - 1] - y[i + 1]) < _SPIKE_SIGMAS * sigma):
+        if far(i, i - 1) and far(i, i + 1) and left * right > 0 and not far(i - 1, i + 1):
             out[i] = (y[i - 1] + y[i + 1]) / 2
     # At either end a lone run far from two that agree is a spike too: one run is not a
     # new level (min_size), and the next commit will show whether it was.
     for end, a, b in ((0, 1, 2), (len(y) - 1, len(y) - 2, len(y) - 3)):
-        if (len(y) >= 4 and abs(y[end] - y[a]) > _SPIKE_SIGMAS * sigma
-                and abs(y[a] - y[b]) < _SPIKE_SIGMAS * sigma):
+        if len(y) >= 4 and w[end] <= 1 and far(end, a) and not far(a, b):
             out[end] = y[a]
     return out
 
 
-def _pelt(sums: _Sums, n: int, penalty: float, sigma2: float, min_size: int) -> list[int]:
-    """Segment starts of the optimal segmentation (Killick et al. 2012, with pruning)."""
+def _pelt(sums: _Sums, n: int, penalty: float, sigma2: float, min_size: float,
+          slope_cost: float) -> list[int]:
+    """Segment starts of the optimal segmentation (Killick et al. 2012, with pruning); a
+    segment weighs ``min_size`` (runs) at least."""
     best = [0.0] * (n + 1)
     best[0] = -penalty
     last = [0] * (n + 1)
     candidates = [0]
-    for t in range(min_size, n + 1):
-        costs = {s: best[s] + sums.fit(s, t)[2] / sigma2 + penalty
-                 for s in candidates if t - s >= min_size}
-        if not costs:  # t < 2 * min_size beyond a candidate: one segment from 0
-            costs = {0: sums.fit(0, t)[2] / sigma2}
+    for t in range(1, n + 1):
+        if sums.weight(0, t) < min_size:
+            continue
+        costs = {s: best[s] + sums.cost(s, t, sigma2, slope_cost) + penalty
+                 for s in candidates if sums.weight(s, t) >= min_size}
+        if not costs:  # too little beyond a candidate: one segment from 0
+            costs = {0: sums.cost(0, t, sigma2, slope_cost)}
         s_best = min(costs, key=costs.__getitem__)
         best[t], last[t] = costs[s_best], s_best
-        # PELT's pruning: a start that cannot beat the best now never will (K = 0 for RSS).
-        candidates = [s for s in candidates if t - s < min_size or costs[s] - penalty <= best[t]]
-        if t + 1 - min_size >= 0 and t <= n - min_size:
+        # PELT's pruning: a start that cannot beat the best now never will. Splitting a
+        # segment can cost up to one slope more, so K = slope_cost (Killick et al.'s K).
+        candidates = [s for s in candidates if sums.weight(s, t) < min_size
+                      or costs[s] - penalty - slope_cost <= best[t]]
+        if sums.weight(t, n) >= min_size:
             candidates.append(t)
     starts, t = [], n
     while t > 0:
@@ -186,49 +236,133 @@ def _pelt(sums: _Sums, n: int, penalty: float, sigma2: float, min_size: int) -> 
     return sorted(set(starts))
 
 
-def detect(values: Sequence[float], *, z_min: float = 5.0, penalty: float | None = None,
+def replicate_noise(runs: Sequence[Sequence[float]]) -> float | None:
+    """The noise of one run (a log-space sigma) from the spread between the runs of each
+    commit: the median absolute difference of every pair of runs of one commit, pooled
+    over the commits, made a sigma (for normal noise, the median |difference| of two runs
+    is 0.6745 * sqrt(2) sigma). None when no commit has two runs.
+
+    >>> round(replicate_noise([[1.0, 1.02], [2.0, 2.04, 1.96]]), 4)
+    0.021
+    """
+    diffs = [abs(math.log(a) - math.log(b)) for values in runs
+             for i, a in enumerate(values) for b in values[i + 1:]]
+    if not diffs:
+        return None
+    return statistics.median(diffs) / (0.6745 * math.sqrt(2))
+
+
+def detect_runs(runs: Sequence[Sequence[float]], *, trusted: Sequence[bool] | None = None,
+                **options: Any) -> Detection:
+    """``detect`` on runs grouped by commit (one list of run values per commit, in commit
+    order): each commit's value is its runs' median, weighed by how many there are, and
+    the spread between them is a second estimate of the noise (``replicate_noise``). A
+    commit not ``trusted`` (its runs all measured in a state of the machine the others
+    were not) weighs as one run at most: no level of its own, despiked as a lone run.
+
+    Example:
+        >>> runs = [[1.0, 1.01, 0.99]] * 2 + [[1.5, 1.49, 1.52]] + [[1.0, 0.99, 1.01]] * 3
+        >>> [(c.kind, c.start, c.end) for c in detect_runs(runs).changes if c.exceeds_noise]
+        [('step', 1, 2), ('step', 2, 3)]
+    """
+    if any(not values for values in runs):
+        raise ValueError("every commit needs at least one run")
+    noise = options.setdefault("run_noise", replicate_noise(runs))
+    values = [statistics.median(v) for v in runs]
+    weights = [_weight(v, noise) for v in runs]
+    if trusted is not None:
+        weights = [w if ok else min(w, 1.0) for w, ok in zip(weights, trusted)]
+    return detect(values, weights=weights, **options)
+
+
+def _weight(values: Sequence[float], noise: float | None) -> float:
+    """How many runs' worth a commit's median is: its runs, fewer when they disagree far
+    beyond the history's noise (runs scattered by load make a median that is no level:
+    it weighs as one run, or less, and is despiked as one). "Far": their robust spread
+    beyond what chance gives one commit in a thousand."""
+    if len(values) < 2 or not noise:
+        return float(len(values))
+    # Their spread about the median (a robust sigma: one run of three far off leaves the
+    # median where the other two are, and the commit's weight with it).
+    logs = [math.log(v) for v in values]
+    centre = statistics.median(logs)
+    sigma = 1.4826 * statistics.median(abs(x - centre) for x in logs)
+    spread = sigma**2 / noise**2
+    return len(values) / max(1.0, spread / _chi2_ratio(len(values) - 1, 0.999))
+
+
+def _chi2_ratio(df: int, p: float) -> float:
+    """The ``p`` quantile of chi-squared over its ``df`` (Wilson-Hilferty, within 1% from
+    df = 2 at p = 0.999): how far a variance of ``df`` degrees may exceed sigma^2 by
+    chance."""
+    z = statistics.NormalDist().inv_cdf(p)
+    c = 2 / (9 * df)
+    return (1 - c + z * math.sqrt(c)) ** 3
+
+
+def detect(values: Sequence[float], *, weights: Sequence[float] | None = None,
+           run_noise: float | None = None, z_min: float = 5.0, penalty: float | None = None,
            noise_floor: float = 1e-4, min_size: int = 2) -> Detection:
     """Steps and drifts in ``values`` (positive numbers, one per commit, in order).
 
     Args:
+        weights: how many runs each value is worth (default one each: its runs, or fewer
+            where they disagree; ``detect_runs``).
+        run_noise: one run's noise as a log-space sigma, from replicates
+            (``replicate_noise``), used instead of the second differences' estimate.
         z_min: how many standard errors of the history's noise a change must reach
             to be ``exceeds_noise``.
         penalty: the cost of one more segment, in units of sigma^2; default
             ``3 * log(n)``.
         noise_floor: the least relative noise assumed (1e-4: 0.01%); raise it for
             series known to be noisier than they look, lower it for counts.
-        min_size: the fewest points a level holds (2: one run is not a new level).
+        min_size: the fewest runs a level holds (2: one run is not a new level).
 
     Raises:
-        ValueError: a value that is not a finite positive number.
+        ValueError: a value that is not a finite positive number, or weights that do not
+            match the values.
     """
     bad = [v for v in values if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0)]
     if bad:
         raise ValueError(f"change points need finite positive values, got {bad[0]!r}")
     n = len(values)
+    w = [1.0] * n if weights is None else [float(c) for c in weights]
+    if len(w) != n or any(not (math.isfinite(c) and c > 0) for c in w):
+        raise ValueError(f"weights must be one positive run count per value: {len(w)} for "
+                         f"{n}")
     if n == 0:
         return Detection([], 0.0, [], [])
     center = math.log(statistics.median(values))
     raw = [math.log(v) - center for v in values]
-    sigma = max(noise_sigma(raw), math.log1p(noise_floor))
-    y = _despike(raw, sigma)
-    if n < 2 * min_size:
+    # Replicates measure one run's noise free of any change; without them, the second
+    # differences of commit values (whose noise is one run's over sqrt(runs)) do. The
+    # fit's residuals check either below.
+    sigma = max(run_noise if run_noise is not None else
+                noise_sigma(raw) * math.sqrt(statistics.median(w)), math.log1p(noise_floor))
+    y = _despike(raw, sigma, w)
+    sums = _Sums(y, w)
+    if sum(w) < 2 * min_size or n < 2:
         starts = [0]
     else:
         beta = 3 * math.log(n) if penalty is None else penalty
-        starts = _pelt(_Sums(y), n, beta, sigma * sigma, min_size)
-    segments = _fuse_staircases(y, list(zip(starts, [*starts[1:], n])), sigma, z_min)
-    sums = _Sums(y)
+        starts = _pelt(sums, n, beta, sigma * sigma, min_size, z_min * z_min)
+    segments = list(zip(starts, [*starts[1:], n]))
     fits = [sums.fit(a, b) for a, b in segments]
-    # The tests use the larger of the difference-based sigma and the fit's own residual
-    # sigma (its degrees of freedom counted): on a short history either alone can come
-    # out low by chance, and a low sigma is what makes noise look like a change.
+    # The tests use the larger of that sigma and the fit's own residual sigma (its degrees
+    # of freedom counted): on a short history either alone can come out low by chance, and
+    # a low sigma is what makes noise look like a change. With replicates the residual
+    # sigma is robust (the median residual, each weighed by its runs): one commit a busy
+    # machine pushed off is not the noise of the others, which its runs measured.
     dof = n - sum(3 if b - a >= 3 else 1 for a, b in segments)
     if dof > 0:
-        sigma = max(sigma, math.sqrt(sum(f[2] for f in fits) / dof))
+        if run_noise is None:
+            residual = math.sqrt(sum(f[2] for f in fits) / dof)
+        else:
+            residual = _residual_sigma(y, w, sums, segments) * math.sqrt(n / dof)
+        sigma = max(sigma, residual)
     # A segment is a line only where its slope is beyond the noise; otherwise it is a
     # level (its mean), which is what the step between two levels is tested on.
-    sloped = [_slope_z(a, b, f[1], sigma) >= z_min for (a, b), f in zip(segments, fits)]
+    sloped = [_slope_z(sums, a, b, f[1], sigma) >= z_min for (a, b), f in zip(segments, fits)]
     levels = [f[:2] if line else (sums.mean(a, b), 0.0)
               for (a, b), f, line in zip(segments, fits, sloped)]
     fit = [math.exp(center + levels[j][0] + levels[j][1] * (i - a))
@@ -240,14 +374,15 @@ def detect(values: Sequence[float], *, z_min: float = 5.0, penalty: float | None
             (a0, b0), (before_level, before_slope) = segments[j - 1], levels[j - 1]
             before = before_level + before_slope * (b0 - 1 - a0)
             if sloped[j - 1] or sloped[j]:
-                z = _step_z(y, (a0, b0), (a, b), sigma)
+                z = _step_z(y, w, (a0, b0), (a, b), sigma)
             else:  # two levels: a two-sample z on their means
-                z = abs(level - before) / (sigma * math.sqrt(1 / (b0 - a0) + 1 / (b - a)))
+                z = abs(level - before) / (sigma * math.sqrt(1 / sums.weight(a0, b0)
+                                                             + 1 / sums.weight(a, b)))
             changes.append(Change("step", a - 1, a, math.expm1(level - before),
                                   math.exp(center + before), math.exp(center + level), z,
                                   z >= z_min))
         if sloped[j]:  # a level has no drift to report
-            z = _slope_z(a, b, fits[j][1], sigma)
+            z = _slope_z(sums, a, b, fits[j][1], sigma)
             start, end = fits[j][0], fits[j][0] + fits[j][1] * (b - 1 - a)
             changes.append(Change("drift", a, b - 1, math.expm1(end - start),
                                   math.exp(center + start), math.exp(center + end), z,
@@ -255,34 +390,50 @@ def detect(values: Sequence[float], *, z_min: float = 5.0, penalty: float | None
     return Detection(changes, math.expm1(sigma), fit, segments)
 
 
-def _slope_z(a: int, b: int, slope: float, sigma: float) -> float:
+def _residual_sigma(y: Sequence[float], w: Sequence[float], sums: _Sums,
+                    segments: list[tuple[int, int]]) -> float:
+    """One run's noise from the fit's residuals, each scaled by the square root of its
+    commit's weight: 1.4826 times their median absolute value (a normal's sigma)."""
+    scaled = []
+    for a, b in segments:
+        intercept, slope, _ = sums.fit(a, b)
+        line = b - a >= 3 and slope != 0
+        for i in range(a, b):
+            fitted = intercept + slope * (i - a) if line else sums.mean(a, b)
+            scaled.append(abs(y[i] - fitted) * math.sqrt(w[i]))
+    return 1.4826 * statistics.median(scaled) if scaled else 0.0
+
+
+def _slope_z(sums: _Sums, a: int, b: int, slope: float, sigma: float) -> float:
     """A segment's slope in standard errors (0 for a segment fitted flat)."""
     if b - a < 3 or slope == 0:
         return 0.0
-    mean_x = (a + b - 1) / 2
-    return abs(slope) * math.sqrt(sum((x - mean_x) ** 2 for x in range(a, b))) / sigma
+    return abs(slope) * math.sqrt(sums.spread(a, b)) / sigma
 
 
-def _step_z(y: Sequence[float], left: tuple[int, int], right: tuple[int, int],
-            sigma: float) -> float:
+def _step_z(y: Sequence[float], w: Sequence[float], left: tuple[int, int],
+            right: tuple[int, int], sigma: float) -> float:
     """How far the jump between two segments exceeds the noise: the square root of the
     residual sum of squares a continuous fit (two lines meeting at the boundary, a
     likelihood-ratio test of the jump) adds, over sigma. A drift that starts between
     two points is continuous, so it is no step, however the fit split it."""
-    sums = _Sums(y)
+    sums = _Sums(y, w)
     (a0, b0), (a1, b1) = left, right
     rss_jump = sums.fit(a0, b0)[2] + sums.fit(a1, b1)[2]
     # The knot within a point of the boundary: where a ramp starts is uncertain by one.
-    rss_hinge = min(_hinge_rss(y, a0, b1, knot) for knot in range(max(a0, b0 - 2), min(b1, b0 + 2)))
+    rss_hinge = min(_hinge_rss(y, w, a0, b1, knot)
+                    for knot in range(max(a0, b0 - 2), min(b1, b0 + 2)))
     return math.sqrt(max(rss_hinge - rss_jump, 0.0)) / sigma
 
 
-def _hinge_rss(y: Sequence[float], a: int, b: int, knot: int) -> float:
-    """RSS of points [a, b) fitted by two lines that meet at point ``knot``."""
+def _hinge_rss(y: Sequence[float], w: Sequence[float], a: int, b: int, knot: int) -> float:
+    """Weighted RSS of points [a, b) fitted by two lines that meet at point ``knot``."""
     rows = [(1.0, float(min(x - knot, 0)), float(max(x - knot, 0))) for x in range(a, b)]
-    ys = [y[x] for x in range(a, b)]
-    coef = _least_squares(rows, ys)
-    return sum((v - sum(c * r for c, r in zip(coef, row))) ** 2 for row, v in zip(rows, ys))
+    roots = [math.sqrt(w[x]) for x in range(a, b)]
+    scaled = [tuple(r * c for c in row) for row, r in zip(rows, roots)]
+    ys = [y[x] * r for x, r in zip(range(a, b), roots)]
+    coef = _least_squares(scaled, ys)
+    return sum((v - sum(c * r for c, r in zip(coef, row))) ** 2 for row, v in zip(scaled, ys))
 
 
 def _least_squares(rows: Sequence[tuple[float, ...]], ys: Sequence[float]) -> list[float]:
@@ -303,25 +454,3 @@ def _least_squares(rows: Sequence[tuple[float, ...]], ys: Sequence[float]) -> li
                 f = a[i][col] / a[col][col]
                 a[i] = [x - f * p for x, p in zip(a[i], a[col])]
     return [a[i][k] / a[i][i] if abs(a[i][i]) >= 1e-12 else 0.0 for i in range(k)]
-
-
-def _fuse_staircases(y: Sequence[float], segments: list[tuple[int, int]], sigma: float,
-                     z_min: float) -> list[tuple[int, int]]:
-    """Joins neighbouring segments that slope the same way when one line fits both as
-    well, within the noise (the residual sum of squares it adds under z_min^2 sigma^2):
-    a long ramp under noise can fit best as a saw of short lines, yet it is one drift."""
-    sums = _Sums(y)
-    fused = True
-    while fused:
-        fused = False
-        for j in range(1, len(segments)):
-            (a0, b0), (a1, b1) = segments[j - 1], segments[j]
-            (_, s0, rss0), (_, s1, rss1) = sums.fit(a0, b0), sums.fit(a1, b1)
-            extra = sums.fit(a0, b1)[2] - rss0 - rss1
-            # A two-point segment has no slope of its own: it continues its neighbour's.
-            same_way = s0 * s1 > 0 or (b0 - a0 < 3 and s1 != 0) or (b1 - a1 < 3 and s0 != 0)
-            if same_way and extra < (z_min * sigma) ** 2:
-                segments[j - 1:j + 1] = [(a0, b1)]
-                fused = True
-                break
-    return segments

@@ -15,7 +15,21 @@ what to do with those is the gate's (``opbench.gate``), but it is never
 silent. An interval that holds 1 shows no change either way, whatever the
 ratio: failing on that is failing on noise.
 
-**Two independent samples** (two results files, two runs): the
+**One run a side** (two results files of one run each): the ratio of the
+runs' figures (``figures``: each run's 10th percentile of per-run times by
+default, ``opbench.stats.run_figure``), with an interval from each figure's
+order-statistic interval, combined in log space (the two are independent).
+The ratio is the one the two figures give: a report's columns divide to it.
+
+**"Same" is an equivalence test.** An interval that lies within the threshold
+at the level of a verdict's test says "same"; one that does not, yet whose
+``1 - 2 alpha`` interval does, says "same" too: that is the two one-sided tests
+of equivalence (TOST, Schuirmann 1987), whose error is at most ``alpha``, and the
+Decision then carries that interval and its level. Without it, the wide
+intervals a suite's multiplicity correction gives (Holm, below) made "same"
+nearly unreachable with few runs.
+
+**Two independent samples** (``two_samples``): the
 Hodges-Lehmann estimate of the ratio, exp of the median of all pairwise
 differences ``log(new_j) - log(old_i)``, with the distribution-free interval
 from the Mann-Whitney distribution (normal approximation). It assumes only
@@ -66,13 +80,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from opbench import stats
+from opbench.stats import run_figure
 
-__all__ = ["VERDICTS", "Decision", "check_threshold", "counts", "holm", "look_confidence",
-           "looks", "paired", "run_look_confidence", "runs", "runs_p_value", "two_samples",
-           "verdict"]
+__all__ = ["VERDICTS", "Decision", "check_threshold", "counts", "figures", "holm",
+           "look_confidence", "looks", "paired", "run_look_confidence", "runs", "runs_p_value",
+           "two_samples", "verdict"]
 
 VERDICTS = ("faster", "slower", "same", "inconclusive")
 
@@ -114,13 +129,15 @@ class Decision:
 
     Attributes:
         verdict: one of ``VERDICTS``.
-        ratio: the estimate of new / old (Hodges-Lehmann; median of paired
-            ratios; ratio of medians for counts; geometric mean of run ratios): the
-            one ratio every report prints.
-        ci: the interval of the ratio (for counts, the range the repeats allow), or
-            None when too few samples formed none.
+        ratio: the estimate of new / old (the ratio of the runs' figures; the
+            geometric mean of run ratios; ratio of medians for counts; median of
+            paired ratios; Hodges-Lehmann): the one ratio every report prints.
+        ci: the interval of the ratio the verdict was judged on (for counts, the range
+            the repeats allow), or None when too few samples formed none.
         median_ratio: median(new) / median(old): always there, whatever the samples.
-        threshold, confidence: what the verdict was judged against.
+        threshold: what the verdict was judged against.
+        confidence: the level of ``ci`` (a "same" of an equivalence test: its
+            ``1 - 2 alpha``; see the module doc).
         reason: why the verdict is inconclusive ("" otherwise).
     """
 
@@ -197,6 +214,72 @@ def two_samples(old: Sequence[float], new: Sequence[float], threshold: float,
     result = verdict(*ci, threshold)
     reason = "the interval straddles the threshold" if result == "inconclusive" else ""
     return Decision(result, ratio, ci, median_ratio, threshold, confidence, reason)
+
+
+def _judged(ratio: float, median_ratio: float,
+            interval_at: Callable[[float], tuple[float, float] | None], threshold: float,
+            confidence: float, equivalence_alpha: float | None, too_few: str) -> Decision:
+    """The verdict on ``ratio`` whose interval at any level ``interval_at`` gives: slower
+    or faster by the ``confidence`` interval; "same" by it, or else by the equivalence
+    test at ``equivalence_alpha`` (its ``1 - 2 alpha`` interval within the threshold;
+    default ``1 - confidence``); else inconclusive, with the ``confidence`` interval."""
+    ci = interval_at(confidence)
+    if ci is None:
+        return Decision("inconclusive", ratio, None, median_ratio, threshold, confidence,
+                        reason=too_few)
+    result = verdict(*ci, threshold)
+    if result != "inconclusive":
+        return Decision(result, ratio, ci, median_ratio, threshold, confidence)
+    alpha = 1 - confidence if equivalence_alpha is None else equivalence_alpha
+    if 0 < alpha < 0.5:
+        level = round(1 - 2 * alpha, 12)  # 0.9, not 0.8999999999999999
+        equivalent = interval_at(level)
+        if equivalent is not None and verdict(*equivalent, threshold) == "same":
+            return Decision("same", ratio, equivalent, median_ratio, threshold, level)
+    return Decision("inconclusive", ratio, ci, median_ratio, threshold, confidence,
+                    reason="the interval straddles the threshold")
+
+
+def figures(old: Sequence[float], new: Sequence[float], threshold: float,
+            confidence: float = stats.DEFAULT_CONFIDENCE,
+            statistic: str = run_figure.DEFAULT) -> Decision:
+    """The verdict on one run a side (``old``, ``new``: their per-run times): the ratio of
+    the runs' figures (``opbench.stats.run_figure``), its interval from each figure's
+    order-statistic interval at the same level, combined in log space as independent
+    errors (module doc). It covers the noise within each run only: what differs
+    between processes (code placement, heap) needs runs (``runs``).
+
+    Example:
+        >>> old = [1.0 + i / 1000 for i in range(200)]
+        >>> d = figures(old, [2 * t for t in old], 0.05)
+        >>> d.verdict, round(d.ratio, 3)
+        ('slower', 2.0)
+        >>> figures(old, old, 0.05).verdict
+        'same'
+
+    Raises:
+        ValueError: an empty sample, a non-positive or non-finite value, a bad
+            threshold, confidence or statistic.
+    """
+    check_threshold(threshold)
+    stats.check_confidence(confidence)
+    x, y = sorted(_check_sample("old", old)), sorted(_check_sample("new", new))
+    fx, fy = run_figure.value(x, statistic), run_figure.value(y, statistic)
+    ratio = fy / fx
+
+    def interval_at(level: float) -> tuple[float, float] | None:
+        cx = run_figure.interval(x, level, statistic, ordered=True)
+        cy = run_figure.interval(y, level, statistic, ordered=True)
+        if cx is None or cy is None:
+            return None
+        down = math.hypot(math.log(fy / cy[0]), math.log(cx[1] / fx))
+        up = math.hypot(math.log(cy[1] / fy), math.log(fx / cx[0]))
+        return ratio * math.exp(-down), ratio * math.exp(up)
+
+    return _judged(ratio, statistics.median(y) / statistics.median(x), interval_at, threshold,
+                   confidence, None,
+                   f"{len(x)} and {len(y)} samples: too few for a {confidence:.0%} interval of "
+                   f"the {run_figure.describe(statistic)}")
 
 
 def counts(old: Sequence[float], new: Sequence[float], threshold: float) -> Decision:
@@ -389,11 +472,15 @@ def runs_p_value(old: Sequence[float], new: Sequence[float], *, paired: bool = T
 
 def runs(old: Sequence[float], new: Sequence[float], threshold: float,
          confidence: float = stats.DEFAULT_CONFIDENCE, *, paired: bool = True,
-         blocks: Sequence[object] | None = None) -> Decision:
+         blocks: Sequence[object] | None = None,
+         equivalence_alpha: float | None = None) -> Decision:
     """The verdict on per-run values, one per run and side (see the module doc): ``paired``
     when run ``i`` of each side ran together (a round of ``opbench ab``), else Welch's;
     ``blocks`` labels each pair with the group of runs it ran with (a wave of ``opbench
     ab`` processes taking turns), which cancels what a block shares and pools the rest.
+    "Same" may also come from the equivalence test at ``equivalence_alpha`` (default
+    ``1 - confidence``; a suite's caller passes its level before the multiplicity
+    correction that widened ``confidence``).
 
     Example:
         >>> d = runs([1.00, 1.02, 0.97], [1.31, 1.32, 1.28], 0.05)
@@ -403,6 +490,12 @@ def runs(old: Sequence[float], new: Sequence[float], threshold: float,
         True
         >>> runs([1.0], [1.3], 0.05).reason
         '1 and 1 runs: too few for an interval with the between-run variance (at least 2 a side)'
+        >>> old, new = [1.0, 1.02, 0.98], [1.01, 0.99, 1.0]
+        >>> runs(old, new, 0.05, 0.995, blocks=[0, 0, 0]).verdict
+        'inconclusive'
+        >>> d = runs(old, new, 0.05, 0.995, blocks=[0, 0, 0], equivalence_alpha=0.05)
+        >>> d.verdict, d.confidence
+        ('same', 0.9)
 
     Raises:
         ValueError: an empty sample, a non-positive value, a bad threshold or confidence.
@@ -412,17 +505,18 @@ def runs(old: Sequence[float], new: Sequence[float], threshold: float,
     mean, se, df = _run_logs(old, new, paired, blocks)
     ratio = math.exp(mean)
     median_ratio = statistics.median(new) / statistics.median(old)
-    if not math.isfinite(se) or df < 1:
-        return Decision("inconclusive", ratio, None, median_ratio, threshold, confidence,
-                        reason=f"{len(old)} and {len(new)} runs: too few for an interval with "
-                               "the between-run variance (at least 2 a side)")
-    half = _t_quantile(confidence, df) * se
-    # Few runs at a very high level can give a half-width past what exp() can hold: the
-    # clamp keeps a finite, uselessly wide interval (inconclusive), as it should be.
-    ci = (math.exp(max(mean - half, -700.0)), math.exp(min(mean + half, 700.0)))
-    result = verdict(*ci, threshold)
-    reason = "the interval straddles the threshold" if result == "inconclusive" else ""
-    return Decision(result, ratio, ci, median_ratio, threshold, confidence, reason)
+
+    def interval_at(level: float) -> tuple[float, float] | None:
+        if not math.isfinite(se) or df < 1:
+            return None
+        half = _t_quantile(level, df) * se
+        # Few runs at a very high level can give a half-width past what exp() can hold:
+        # the clamp keeps a finite, uselessly wide interval (inconclusive), as it should be.
+        return math.exp(max(mean - half, -700.0)), math.exp(min(mean + half, 700.0))
+
+    return _judged(ratio, median_ratio, interval_at, threshold, confidence, equivalence_alpha,
+                   f"{len(old)} and {len(new)} runs: too few for an interval with the "
+                   "between-run variance (at least 2 a side)")
 
 
 def holm(p_values: Sequence[float], alpha: float) -> list[float]:

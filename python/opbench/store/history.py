@@ -5,7 +5,10 @@ under ``.opbench/<machine id>/`` (``opbench.store.baselines``) with its commit, 
 dirty flag, commit time, save time and environment. ``load()`` reads a machine's
 folder back as a ``History``: runs ordered by commit (commit time, then the
 commit's position in its branch, then run number), and per benchmark a
-``Series`` of points, one per run, with its change points (``opbench.stats.changepoints``).
+``Series`` of points, one per run, with its change points (``opbench.stats.changepoints``:
+a commit's runs are its replicates). A run counts by its figure, the 10th
+percentile of its per-run times (``opbench.stats.run_figure``), as the gate and
+``opbench ab`` count it.
 
 A history survives damage: a file that cannot be read, or whose results are
 partly invalid, gives what is valid, and ``History.problems`` names each file and
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -37,17 +41,23 @@ from typing import Any
 
 from opbench import stats
 from opbench._files import remove_numbered
+from opbench.core import disturbance as _disturbance
 from opbench.core import identity
+from opbench.core import memory as _memory
 from opbench.core.measurement import select_unit
-from opbench.stats import changepoints
+from opbench.stats import changepoints, run_figure
 from opbench.store import baselines
 from opbench.store.results import Results, load_valid
 
-__all__ = ["History", "Point", "Run", "Series", "changes", "commit_range", "describe_change",
-           "format_value", "load", "machines", "prune", "short"]
+__all__ = ["History", "Point", "Run", "Series", "Standing", "changes", "commit_range",
+           "describe_change", "format_value", "label", "load", "machines", "prune", "short",
+           "standing", "tag"]
 
 TIME = "time"
 INSTRUCTIONS = "instructions"
+# Memory per call (MemoryCounts): a series per figure, keyed as the gate keys its rows
+# (``key [allocations]``, ``key [bytes]``...), of kind "allocations" or "bytes".
+MEMORY_KINDS = _memory.KINDS
 
 
 @dataclasses.dataclass
@@ -90,14 +100,18 @@ class Run:
 
 @dataclasses.dataclass
 class Point:
-    """A benchmark in one run: ``value`` (seconds per run, or instructions per run) and
-    its interval ``low``..``high`` (the median's 95% CI, else the interquartile range;
-    for counts, the repeats' range)."""
+    """A benchmark in one run: ``value`` (the run's figure: the 10th percentile of its
+    per-run times in seconds, or instructions per run) and its interval ``low``..``high``
+    (the figure's 95% CI, else the fastest time to the median; for counts, the repeats'
+    range)."""
 
     run: Run
     value: float
     low: float
     high: float
+    # Its blocks ran on a core slower than the fastest this process saw (the median
+    # block's speed probe, opbench.core.disturbance): another tenant's load, all along.
+    slow_core: bool = False
 
 
 @dataclasses.dataclass
@@ -121,13 +135,31 @@ class Series:
                 groups.append((commit, [p]))
         return groups
 
-    def detect(self, **options: Any) -> changepoints.Detection:
-        """Change points over the commits (``changepoints.detect``; ``start``/``end`` index
-        ``by_commit()``)."""
-        values = [_median([p.value for p in pts]) for _, pts in self.by_commit()]
+    def detect(self, slowed: dict[Path, float] | None = None,
+               **options: Any) -> changepoints.Detection:
+        """Change points over the commits, each commit's runs its replicates
+        (``changepoints.detect_runs``; ``start``/``end`` index ``by_commit()``); a run the
+        machine slowed as a whole (``slowed``: run path -> factor, ``History.slowed``) counts
+        at the speed of its commit's other runs."""
+        slowed = slowed or {}
+        groups = [pts for _, pts in self.by_commit()]
+        runs = [[p.value / slowed.get(p.run.path, 1.0) for p in _on_full_speed(pts)]
+                for pts in groups]
+        # A commit all of whose runs ran on a slowed core is no level: as a lone run.
+        options.setdefault("trusted", [not all(p.slow_core for p in pts) for pts in groups])
         if self.kind == INSTRUCTIONS:
             options.setdefault("noise_floor", 1e-6)
-        return changepoints.detect(values, **options)
+        if self.kind in MEMORY_KINDS:  # exact, and often 0: one more each, as the gate's ratio
+            runs = [[v + 1 for v in values] for values in runs]
+            options.setdefault("noise_floor", 1e-6)
+        return changepoints.detect_runs(runs, **options)
+
+
+def _on_full_speed(points: list[Point]) -> list[Point]:
+    """A commit's points without those measured on a slowed core, when it has others (as
+    the gate leaves out a run none of whose blocks ran undisturbed)."""
+    full = [p for p in points if not p.slow_core]
+    return full or points
 
 
 def _median(values: list[float]) -> float:
@@ -150,10 +182,23 @@ class History:
         found = {(identity.key(r), TIME) for run in self.runs for r in run.results}
         found |= {(identity.key(c), INSTRUCTIONS) for run in self.runs
                   for c in run.results.instructions}
+        found |= {(key, kind) for run in self.runs for c in run.results.memory
+                  for key, (kind, _) in _memory_series(c).items()}
         return sorted(found)
+
+    def slowed(self) -> dict[Path, float]:
+        """Runs the machine slowed as a whole: run path -> factor (see ``_slowed``)."""
+        return _slowed(self)
 
     def series(self, key: str, kind: str = TIME) -> Series:
         points = []
+        if kind in MEMORY_KINDS:
+            for run in self.runs:
+                for c in run.results.memory:
+                    values = _memory_series(c).get(key, (kind, ()))[1]
+                    if values:
+                        points.append(Point(run, _median(list(values)), min(values), max(values)))
+            return Series(key, kind, points)
         for run in self.runs:
             for r in (run.results if kind == TIME else run.results.instructions):
                 if identity.key(r) == key:
@@ -161,16 +206,73 @@ class History:
         return Series(key, kind, points)
 
 
+# A run whose benchmarks all read this much slower than the fastest run of its commit (the
+# median over its benchmarks) ran on a slowed machine.
+_SLOWED = 1.10
+# Benchmarks a run needs for that median to say something about the run, not a benchmark.
+_SLOWED_BENCHMARKS = 3
+
+
+def _slowed(history: History) -> dict[Path, float]:
+    """Run path -> how much slower than the fastest run of its commit all of that run's
+    benchmarks read (the median over them of its figure over the commit's median), for
+    the runs at least ``_SLOWED`` slower.
+
+    On a shared machine whole runs read slower by one factor, every benchmark alike: a
+    process placed on a core whose hyperthread sibling another tenant keeps busy runs
+    1.5-2x slower for as long as it lasts (measured here: runs of one commit at 3.8 us
+    and 6.9 us, nothing in between, each tight inside). Blocks cannot show it (every
+    block of the run is slowed alike), and a commit whose runs are mostly slowed has a
+    median at the slow level. The factor is common to a run's benchmarks, so the
+    benchmarks measure it together, and code changes do not move it: they move some
+    benchmarks, not all alike within one commit."""
+    by_commit: dict[str, list[Run]] = {}
+    for run in history.runs:
+        if run.commit is not None and run.results:
+            by_commit.setdefault(run.commit, []).append(run)
+    found: dict[Path, float] = {}
+    for runs in by_commit.values():
+        if len(runs) < 2:
+            continue
+        figures = [{identity.key(r): math.log(_point(run, r, TIME).value) for r in run.results}
+                   for run in runs]
+        centre = {key: _median([f[key] for f in figures if key in f])
+                  for key in {k for f in figures for k in f}}
+        effects = []
+        for f in figures:
+            shared = [f[k] - centre[k] for k in f if sum(k in g for g in figures) > 1]
+            effects.append(_median(shared) if len(shared) >= _SLOWED_BENCHMARKS else None)
+        known = [e for e in effects if e is not None]
+        if not known:
+            continue
+        fastest = min(known)
+        for run, effect in zip(runs, effects):
+            if effect is not None and effect - fastest >= math.log(_SLOWED):
+                found[run.path] = math.exp(effect - fastest)
+    return found
+
+
+def _memory_series(c: Any) -> dict[str, tuple[str, tuple[float, ...]]]:
+    """A MemoryCounts' series: ``key [figure]`` -> (kind, one value per repeat)."""
+    return {f"{identity.key(c)} [{name}]": figure for name, figure in c.gated().items()}
+
+
 def _point(run: Run, r: Any, kind: str) -> Point:
     if kind == INSTRUCTIONS:
         per_run = [(c - r.baseline if c > r.baseline else c) / r.number_per_run
                    for c in r.counts]
         return Point(run, r.per_run, min(per_run), max(per_run))
-    times = sorted(r.times)
-    # A saved run is past warning about: a run too short for an interval shows its IQR.
-    ci = stats.median_ci_sorted(times, stats.DEFAULT_CONFIDENCE) or (
-        times[len(times) // 4], times[(3 * len(times)) // 4])
-    return Point(run, r.median, ci[0], ci[1])
+    # The blocks the busy machine disturbed are left out where enough remain, as the gate
+    # leaves them out (opbench.core.disturbance).
+    times = sorted(_disturbance.undisturbed(r)[0])
+    # A saved run is past warning about: a run too short for an interval shows the range
+    # from its fastest time to its median.
+    ci = run_figure.interval(times, stats.DEFAULT_CONFIDENCE, ordered=True) or (
+        times[0], times[len(times) // 2])
+    record = r.info.get(_disturbance.INFO_KEY)
+    speeds = sorted(record.get("slowdowns") or ()) if isinstance(record, dict) else []
+    slow = bool(speeds) and speeds[len(speeds) // 2] > _disturbance.SLOW_LIMIT
+    return Point(run, run_figure.value(times), ci[0], ci[1], slow)
 
 
 def machines(root: str | os.PathLike[str] | None = None) -> list[str]:
@@ -189,7 +291,7 @@ def load(root: str | os.PathLike[str] | None = None, machine: str | None = None)
     for path in baselines.runs(root, machine):
         results, bad = load_valid(path)
         problems += bad
-        if results or results.instructions:
+        if results or results.instructions or results.memory:
             runs.append(Run(baselines.run_number(path) or 0, path, results))
     runs.sort(key=Run.order)
     return History(machine, runs, problems)
@@ -231,9 +333,11 @@ def _saved_at(path: Path) -> datetime.datetime | None:
 
 def changes(history: History, keys: Iterable[str] | None = None,
             **options: Any) -> list[tuple[Series, changepoints.Detection]]:
-    """Each benchmark's (or each of ``keys``') series with its change points."""
+    """Each benchmark's (or each of ``keys``') series with its change points; times of runs
+    the machine slowed as a whole counted at their commit's speed (``History.slowed``)."""
     wanted = set(keys) if keys is not None else None
-    return [(s, s.detect(**options)) for s in
+    slowed = history.slowed()
+    return [(s, s.detect(slowed if s.kind == TIME else None, **options)) for s in
             (history.series(k, kind) for k, kind in history.benchmarks()
              if wanted is None or k in wanted)]
 
@@ -243,11 +347,64 @@ def short(commit: str | None) -> str:
     return commit[:10] if commit else "-"
 
 
+def tag(points: list[Point]) -> str | None:
+    """The tag a commit's runs recorded (the first, sorted), None when untagged."""
+    tags = points[0].run.git.get("tags") if points else None
+    return tags[0] if isinstance(tags, list) and tags and isinstance(tags[0], str) else None
+
+
+def label(points: list[Point]) -> str:
+    """A commit as a report names it: its tag, else ten hex digits."""
+    return tag(points) or short(points[0].run.commit if points else None)
+
+
 def commit_range(series: Any, change: Any) -> str:
     """``a..b`` for a change: the commits at its first and last point (a step: the last
-    before it and the first after)."""
+    before it and the first after), with their tags when they have some
+    (``1a2b3c4d5e..9f8e7d6c5b (v1.2..v1.3)``)."""
     groups = series.by_commit()
-    return f"{short(groups[change.start][0])}..{short(groups[change.end][0])}"
+    first, last = groups[change.start], groups[change.end]
+    text = f"{short(first[0])}..{short(last[0])}"
+    if tag(first[1]) or tag(last[1]):
+        text += f" ({label(first[1])}..{label(last[1])})"
+    return text
+
+
+@dataclasses.dataclass(frozen=True)
+class Standing:
+    """Where a change stands at the latest commit: ``still`` is the latest level over the
+    level before the change, minus 1 (+0.12: still 12% above it); ``undone_by`` the first
+    later change beyond the noise after which the level was back nearer where it was
+    than where the change took it (None: it holds)."""
+
+    still: float
+    undone_by: changepoints.Change | None
+
+    @property
+    def holds(self) -> bool:
+        return self.undone_by is None
+
+
+def standing(detection: changepoints.Detection, change: changepoints.Change) -> Standing:
+    """Whether ``change`` (one of ``detection``'s) still holds at the latest commit, or a
+    later change undid it (a regression fixed, or an improvement lost).
+
+    Example:
+        >>> d = changepoints.detect_runs([[1.0, 1.01]] * 3 + [[1.5, 1.51]] + [[1.0, 0.99]] * 3)
+        >>> up = d.changes[0]
+        >>> s = standing(d, up)
+        >>> s.holds, s.undone_by.start == up.end
+        (False, True)
+    """
+    still = detection.fit[-1] / change.before - 1 if detection.fit else 0.0
+    if change.size == 0 or still / change.size > 0.5:
+        return Standing(still, None)
+    for later in detection.changes:
+        if later.start < change.end or not later.exceeds_noise or later is change:
+            continue
+        if later.size * change.size < 0 and (later.after / change.before - 1) / change.size <= 0.5:
+            return Standing(still, later)
+    return Standing(still, None)
 
 
 def describe_change(change: Any) -> str:
@@ -262,5 +419,7 @@ def format_value(value: float, kind: str) -> str:
     """``2.302 us`` for a time in seconds, ``12,345.0 instr`` for a count."""
     if kind == INSTRUCTIONS:
         return f"{value:,.1f} instr"
+    if kind in MEMORY_KINDS:
+        return _memory.format_value(value, kind)
     unit, scale = select_unit(value)
     return f"{value / scale:.4g} {unit}"

@@ -1,20 +1,37 @@
-"""``opbench history [BENCHMARK...]``: a machine's runs per benchmark, and their change points.
+"""``opbench history [BENCHMARK...]``: a machine's runs per benchmark, and their change points;
+``opbench history run REVS... -- COMMAND``: fill it for past commits.
 
 Reads the runs autosaved under ``.opbench/<machine id>/`` (``--autosave``,
-``--opbench-autosave``; ``--root`` or ``$OPBENCH_BASELINE_DIR`` move it) and
-prints, per benchmark (all, or those named by key), one line per run in commit
-order: run number, commit, branch, dirty flag, commit time, the median and its
-interval; then the steps and drifts found in it (``opbench.stats.changepoints``: a
-penalised piecewise-linear fit over commits), each with its size, commits and
-``z`` (its size in standard errors of the history's run-to-run noise), marked
-beyond the noise at ``--z`` (5) or more, within it below.
+``--opbench-autosave``, ``history run``; ``--root`` or ``$OPBENCH_BASELINE_DIR``
+move it) and prints, per benchmark (all, or those named by key), one line per
+commit in commit order: the commit, its tag, how many runs it has, its value
+(the median of its runs' figures: a run's figure is the 10th percentile of its
+per-run times, ``opbench.stats.run_figure``), the range of its runs and its
+subject (``--each-run``: one line per run instead); then the steps and drifts
+found in it (``opbench.stats.changepoints``: a penalised fit over commits, a
+commit's runs its replicates), each with its size, commits (and tags) and ``z``
+(its size in standard errors of the history's run-to-run noise), marked beyond
+the noise at ``--z`` (5) or more, within it below.
 
 ``--regressions`` prints instead every change that exceeds the noise, in all
-benchmarks, largest first, up (slower: a regression) and down, with its commit
-range (a step: the last commit before it and the first after; a drift: its first
-and last commits). The exit status is 1 when a change up reaches
-``--threshold``: a CI job that fails on a gradual drift no single comparison
-would catch.
+benchmarks: first the changes up that still hold at the latest commit (a
+regression, largest first), then those a later change undid (named with the
+change that undid them: a regression fixed), then the changes down, each with
+its commit range (a step: the last commit before it and the first after; a
+drift: its first and last commits). The exit status is 1 when a change up still
+holds by ``--threshold`` or more at the latest commit: a CI job that fails on a
+gradual drift no single comparison would catch, and not on one fixed since.
+
+``history run REVS... [--runs N] [--tags PATTERN] [--only-tagged] -- COMMAND``
+runs COMMAND at each commit REVS name (``A..B``: A and the commits after it up
+to B on B's first-parent line; a commit, branch or tag; ``--tags`` adds the tags
+matching PATTERN, ``--only-tagged`` keeps the tagged commits) in a temporary git
+worktree of it (``opbench.gate.backfill``; the checkout you are in is never
+touched), N times each in passes over all commits (3 by default: a commit's runs
+are its replicates), and autosaves each run with that commit's facts. A commit
+that has its runs already is skipped, so the same command resumes a backfill
+cut short. COMMAND saves a results file as for ``opbench ab`` (a pytest command
+with opbench's plugin does; a script saves to ``$OPBENCH_RESULTS_FILE``).
 
 ``--prune-keep N`` / ``--prune-older-than DAYS`` delete runs beyond the newest N
 or saved more than DAYS ago (then print what is left).
@@ -22,8 +39,10 @@ or saved more than DAYS ago (then print what is left).
 Files that are damaged are named on stderr and skipped; what is valid in them
 is kept.
 
-Exit status: 0; 1 with --regressions when a change up reaches the threshold;
-2 for bad input (an unknown benchmark, no history, a bad option).
+Exit status: 0; 1 with --regressions when a change up holds at the threshold,
+and for ``run`` when a run failed; 2 for bad input (an unknown benchmark, no
+history, a bad option or revision); 130 when ``run`` is interrupted (what was
+saved stays).
 """
 from __future__ import annotations
 
@@ -31,6 +50,7 @@ import argparse
 import sys
 from typing import Any
 
+from opbench._text import printable
 from opbench.integrations.cli import UsageError, command_parser, parse_fraction
 
 
@@ -54,6 +74,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--prune-keep", type=int, metavar="N", help="delete all but the newest N runs")
     p.add_argument("--prune-older-than", type=float, metavar="DAYS",
                    help="delete runs saved more than DAYS ago")
+    p.add_argument("--each-run", action="store_true",
+                   help="one line per run instead of one per commit")
+    run = p.add_argument_group("history run REVS... -- COMMAND (fill the history for past "
+                               "commits)")
+    run.add_argument("--runs", type=int, default=3,
+                     help="runs per commit, in passes over all commits (default 3)")
+    run.add_argument("--tags", metavar="PATTERN",
+                     help="also run the tags matching PATTERN ('v*'; git tag --list)")
+    run.add_argument("--only-tagged", action="store_true",
+                     help="run only the tagged commits among those REVS name")
+    run.add_argument("--prepare", help="a command run in each worktree before COMMAND (an "
+                                       "install); split on spaces")
+    run.add_argument("--timeout", type=float, help="seconds one run of COMMAND may take")
+    p.set_defaults(command=[])
     return p
 
 
@@ -69,7 +103,7 @@ def _load(args: argparse.Namespace) -> Any:
         print(f"pruned {len(removed)} run(s)")
     h = history.load(args.root, machine)
     for problem in h.problems:
-        print(f"warning: skipped {problem}", file=sys.stderr)
+        print(printable(f"warning: skipped {problem}"), file=sys.stderr)
     if not h.runs and args.prune_keep is None and args.prune_older_than is None:
         known = history.machines(args.root)
         raise UsageError(f"no saved runs of machine {machine} in {baselines.root_dir(args.root)}"
@@ -85,42 +119,138 @@ def _load(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from opbench.store import history
-    from opbench.store.history import commit_range, describe_change, format_value, short
 
+    if args.benchmarks[:1] == ["run"] and (args.command or len(args.benchmarks) > 1):
+        return _backfill(args)
+    if args.command:
+        raise UsageError("`-- COMMAND` is for `opbench history run REVS -- COMMAND`")
     threshold = parse_fraction(args.threshold, "--threshold")
     h = _load(args)
     found = history.changes(h, args.benchmarks or None, z_min=args.z)
     if args.regressions:
         return _regressions(found, threshold)
+    # Names, branches, subjects and commits come from the files: their control characters
+    # are shown as escapes (``printable``), never sent to the terminal.
+    slowed = h.slowed()
     for series, detection in found:
-        print(f"\n{series.key} ({series.kind}, noise {detection.noise:.2%} run to run)")
-        for p in series.points:
-            git = p.run.git
-            print(f"  {p.run.number:>5}  {short(git.get('commit')):10}  "
-                  f"{(git.get('branch') or '-')[:16]:16}  {'dirty' if git.get('dirty') else '     '}"
-                  f"  {git.get('commit_time') or p.run.saved_at or '-':20}  "
-                  f"{format_value(p.value, series.kind):>14}  "
-                  f"[{format_value(p.low, series.kind)}, {format_value(p.high, series.kind)}]")
+        groups = series.by_commit()
+        most = max(len(points) for _, points in groups)
+        print(printable(f"\n{series.key} ({series.kind}, noise {detection.noise:.2%} run to "
+                        f"run, up to {most} run(s) a commit)"))
+        counted = slowed if series.kind == history.TIME else {}
+        for line in (_runs(series, counted) if args.each_run else _commits(series, counted)):
+            print(printable(line))
         for c in detection.changes:
             where = "beyond" if c.exceeds_noise else "within"
-            print(f"  change: {describe_change(c)} at {commit_range(series, c)} "
-                  f"(z={c.z:.1f}, {where} the noise)")
+            print(printable(f"  change: {history.describe_change(c)} at "
+                            f"{history.commit_range(series, c)} (z={c.z:.1f}, {where} the noise)"))
     return 0
+
+
+def _commits(series: Any, slowed: dict[Any, float]) -> list[str]:
+    """One line per commit: commit, tag, runs, value (the median of its runs, those the
+    machine slowed as a whole counted at its other runs' speed), the runs' range, subject."""
+    from opbench.store.history import format_value, short, tag
+
+    lines = []
+    for commit, points in series.by_commit():
+        values = sorted(p.value / slowed.get(p.run.path, 1.0) for p in points)
+        git = points[0].run.git
+        value = values[len(values) // 2] if len(values) % 2 else \
+            (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+        spread = (f"[{format_value(values[0], series.kind)}, "
+                  f"{format_value(values[-1], series.kind)}]" if len(values) > 1 else
+                  f"[{format_value(points[0].low, series.kind)}, "
+                  f"{format_value(points[0].high, series.kind)}]")
+        lines.append(f"  {short(commit):10}  {(tag(points) or '-')[:14]:14}  "
+                     f"{'dirty' if git.get('dirty') else '     '}  {len(points):>3} run(s)  "
+                     f"{format_value(value, series.kind):>14}  {spread:28}  "
+                     f"{(git.get('subject') or '')[:60]}")
+    if any(p.run.path in slowed for p in series.points):
+        lines.append("  (runs the machine slowed as a whole, every benchmark alike, counted at "
+                     "the speed of their commit's other runs: --each-run shows them)")
+    return lines
+
+
+def _runs(series: Any, slowed: dict[Any, float]) -> list[str]:
+    """One line per run: number, commit, branch, dirty, time, value and its interval, and
+    how much the machine slowed the whole run, where it did."""
+    from opbench.store.history import format_value, short
+
+    return [f"  {p.run.number:>5}  {short(p.run.git.get('commit')):10}  "
+            f"{(p.run.git.get('branch') or '-')[:16]:16}  "
+            f"{'dirty' if p.run.git.get('dirty') else '     '}  "
+            f"{p.run.git.get('commit_time') or p.run.saved_at or '-':20}  "
+            f"{format_value(p.value, series.kind):>14}  "
+            f"[{format_value(p.low, series.kind)}, {format_value(p.high, series.kind)}]"
+            + (f"  slowed {slowed[p.run.path]:.2f}x as a whole" if p.run.path in slowed else "")
+            for p in series.points]
 
 
 def _regressions(found: list[Any], threshold: float) -> int:
-    from opbench.store.history import commit_range, describe_change
-    rows = [(s, c) for s, d in found for c in d.changes if c.exceeds_noise]
-    rows.sort(key=lambda sc: -abs(sc[1].size))
-    failing = [c for _, c in rows if c.size >= threshold]
+    """The changes beyond the noise: those up that hold (failing at the threshold), those
+    a later change undid, then those down."""
+    from opbench.store.history import commit_range, describe_change, standing
+
+    rows = []
+    for series, detection in found:
+        for c in detection.changes:
+            if c.exceeds_noise:
+                rows.append((series, c, standing(detection, c)))
+    holding = sorted((r for r in rows if r[1].size > 0 and r[2].holds), key=lambda r: -r[1].size)
+    undone = sorted((r for r in rows if r[1].size > 0 and not r[2].holds),
+                    key=lambda r: -r[1].size)
+    down = sorted((r for r in rows if r[1].size <= 0), key=lambda r: r[1].size)
     if not rows:
         print("no change beyond the noise in any benchmark")
-    for series, c in rows:
-        verdict = ("REGRESSION" if c.size >= threshold else
-                   "slower" if c.size > 0 else "faster")
-        print(f"{verdict:10}  {series.key}  ({series.kind})  {describe_change(c)}  "
-              f"commits {commit_range(series, c)}  z={c.z:.1f}")
+    failing = 0
+    for series, c, where in holding:
+        fails = where.still >= threshold
+        failing += fails
+        print(printable(f"{'REGRESSION' if fails else 'slower':10}  {series.key}  "
+                        f"({series.kind})  {describe_change(c)}  commits "
+                        f"{commit_range(series, c)}  z={c.z:.1f}; still {where.still:+.1%} at "
+                        "the latest commit"))
+    for series, c, where in undone:
+        assert where.undone_by is not None
+        print(printable(f"{'fixed':10}  {series.key}  ({series.kind})  {describe_change(c)}  "
+                        f"commits {commit_range(series, c)}  z={c.z:.1f}; undone at "
+                        f"{commit_range(series, where.undone_by)} "
+                        f"({describe_change(where.undone_by)})"))
+    for series, c, _ in down:
+        print(printable(f"{'faster':10}  {series.key}  ({series.kind})  {describe_change(c)}  "
+                        f"commits {commit_range(series, c)}  z={c.z:.1f}"))
     if failing:
-        print(f"\n{len(failing)} change(s) up of {threshold:.1%} or more", file=sys.stderr)
+        print(f"\n{failing} change(s) up of {threshold:.1%} or more still hold at the latest "
+              "commit", file=sys.stderr)
         return 1
     return 0
+
+
+def _backfill(args: argparse.Namespace) -> int:
+    """``history run REVS... -- COMMAND``."""
+    from opbench.gate import backfill, revision
+
+    revs = args.benchmarks[1:]
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise UsageError("give the command after --, e.g. opbench history run v1.0..main -- "
+                         "python -m pytest benchmarks/")
+    if not revs and args.tags is None:
+        raise UsageError("give the revisions to run (A..B, commits, tags) or --tags PATTERN")
+    if args.runs < 1:
+        raise UsageError(f"--runs must be a positive integer, got {args.runs}")
+    try:
+        with revision.sigterm_as_interrupt():
+            done = backfill.backfill(revs, command, runs=args.runs, root=args.root,
+                                     tags=args.tags, only_tagged=args.only_tagged,
+                                     prepare=args.prepare.split() if args.prepare else None,
+                                     timeout=args.timeout,
+                                     progress=lambda line: print(printable(line), flush=True))
+    except revision.RevisionError as e:
+        raise UsageError(str(e)) from None
+    print(f"{len(done.saved)} run(s) saved over {len(done.commits)} commit(s), "
+          f"{done.skipped} already in the history, {len(done.failed)} failed")
+    if done.interrupted:
+        return 130
+    return 1 if done.failed else 0

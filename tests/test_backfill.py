@@ -1,0 +1,112 @@
+"""opbench.gate.backfill (``opbench history run``): past commits measured in temporary
+worktrees, each run saved with its own commit's facts, in passes, resumable, bounded by
+ranges and tags; the user's checkout never touched."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import history_repo
+from opbench.gate import backfill, revision
+from opbench.store import history
+
+
+def _status(repo: Path) -> tuple[str, str]:
+    head = history_repo.git(repo, "rev-parse", "HEAD")
+    return head, history_repo.git(repo, "status", "--porcelain")
+
+
+@pytest.fixture
+def tagged(history_commits):
+    """history_repo's repository with tags on two commits (removed afterwards)."""
+    repo, commits = history_commits
+    history_repo.git(repo, "tag", "v1.0", commits[10])
+    history_repo.git(repo, "tag", "v1.1", commits[12])
+    yield repo, commits
+    history_repo.git(repo, "tag", "-d", "v1.0", "v1.1")
+
+
+def test_a_range_runs_in_passes_in_worktrees_and_saves_each_commits_facts(tagged, tmp_path):
+    repo, commits = tagged
+    (repo / "bench.py").write_text((repo / "bench.py").read_text() + "\n# an edit of mine\n")
+    before = _status(repo)
+    lines: list[str] = []
+    try:
+        done = backfill.backfill([f"{commits[10]}..{commits[12]}"], [sys.executable, "bench.py"],
+                                 runs=2, root=tmp_path / "store", repo=repo,
+                                 progress=lines.append)
+        assert _status(repo) == before  # the user's checkout: same commit, same edits
+    finally:
+        history_repo.git(repo, "checkout", "--", "bench.py")
+    assert done.commits == commits[10:13] and not done.failed and done.skipped == 0
+    # Passes: every commit once, then every commit again.
+    assert [c for c, _ in done.saved] == commits[10:13] * 2
+    assert lines[0].startswith("[1/6] v1.0 (") and "run 1/2: saved" in lines[0]
+    assert "change 10" in lines[0] and lines[5].startswith("[6/6] v1.1 (")
+    assert lines[4].startswith(f"[5/6] {commits[11][:10]} run 2/2: saved")
+    h = history.load(tmp_path / "store")
+    series = h.series("jump")
+    groups = series.by_commit()
+    assert [c for c, _ in groups] == commits[10:13] and all(len(p) == 2 for _, p in groups)
+    git = groups[0][1][0].run.git
+    assert git["tags"] == ["v1.0"] and git["subject"] == "change 10" and not git["dirty"]
+    assert git["branch"] is None and history.label(groups[1][1]) == commits[11][:10]
+    (step,) = [c for c in series.detect().changes if c.exceeds_noise]
+    assert history.commit_range(series, step) == (f"{commits[11][:10]}..{commits[12][:10]} "
+                                                  f"({commits[11][:10]}..v1.1)")
+
+
+def test_running_it_again_resumes(history_commits, tmp_path):
+    repo, commits = history_commits
+    args = dict(root=tmp_path / "store", repo=repo)
+    first = backfill.backfill([f"{commits[3]}..{commits[4]}"], [sys.executable, "bench.py"],
+                              runs=1, **args)
+    assert len(first.saved) == 2
+    again = backfill.backfill([f"{commits[3]}..{commits[4]}"], [sys.executable, "bench.py"],
+                              runs=2, **args)
+    assert again.skipped == 2 and [c for c, _ in again.saved] == commits[3:5]
+    groups = history.load(tmp_path / "store").series("jump").by_commit()
+    assert [len(points) for _, points in groups] == [2, 2]
+
+
+def test_tags_bound_what_runs(tagged, tmp_path):
+    repo, commits = tagged
+    assert backfill.commits([], repo, tags="v1.*") == [commits[10], commits[12]]
+    assert backfill.commits([f"{commits[8]}..{commits[14]}"], repo, only_tagged=True) == \
+        [commits[10], commits[12]]
+    assert backfill.commits([commits[12], commits[3]], repo) == [commits[3], commits[12]]
+    with pytest.raises(revision.RevisionError, match="no tag matches 'w\\*'"):
+        backfill.commits([], repo, tags="w*")
+    with pytest.raises(revision.RevisionError, match="not an ancestor"):
+        backfill.commits([f"{commits[5]}..{commits[2]}"], repo)
+
+
+def test_a_failing_run_is_reported_and_nothing_saved_for_it(history_commits, tmp_path):
+    repo, commits = history_commits
+    done = backfill.backfill([commits[0]], [sys.executable, "-c", "raise SystemExit(3)"],
+                             runs=1, root=tmp_path / "store", repo=repo)
+    assert not done.saved and len(done.failed) == 1
+    assert "exited with status 3" in done.failed[0][1]
+    with pytest.raises(ValueError, match="runs must be a positive integer"):
+        backfill.backfill([commits[0]], ["true"], runs=0, repo=repo)
+
+
+def test_the_command_line_runs_it_and_history_shows_it(history_commits, tmp_path):
+    repo, commits = history_commits
+    store = tmp_path / "store"
+    run = subprocess.run([sys.executable, "-m", "opbench", "history", "run",
+                          f"{commits[11]}..{commits[13]}", "--runs", "1", "--root", str(store),
+                          "--", sys.executable, "bench.py"], cwd=repo, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "[3/3]" in run.stdout and "3 run(s) saved over 3 commit(s)" in run.stdout
+    shown = subprocess.run([sys.executable, "-m", "opbench", "history", "jump", "--root",
+                            str(store)], capture_output=True, text=True, timeout=120)
+    assert f"{commits[12][:10]}  -" in shown.stdout and "change 12" in shown.stdout
+    bad = subprocess.run([sys.executable, "-m", "opbench", "history", "run", "--root",
+                          str(store), "--", "true"], cwd=repo, capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and "give the revisions to run" in bad.stderr
