@@ -5,11 +5,17 @@ where torch is not installed. The helpers that compare torch objects import it
 when called."""
 from __future__ import annotations
 
+import os
 import random
 import re
 import zlib
 
 import pytest
+
+# Whether the machine is busy must not change what a test sees: measurements take no
+# disturbance signals here (nor in the processes tests start), unless a test turns
+# them on (test_disturbance.py drives the verdicts with recorded signals).
+os.environ["OPBENCH_DISTURBANCE"] = "off"
 
 from opbench.integrations.pytest_plugin.options import load_args
 

@@ -50,6 +50,7 @@ class FakeTerminal:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.stats: dict[str, list[Any]] = {}  # what pytest's last line counts
 
     def write_line(self, line: str, **markup: Any) -> None:
         self.lines.extend(line.splitlines())

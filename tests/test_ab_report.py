@@ -10,7 +10,7 @@ from opbench.gate.ab_report import ABReport, FailedRun, Side
 
 
 def _m(name: str, t: float) -> Measurement:
-    return Measurement(1, [t * (1 + i / 1000) for i in range(20)], TaskSpec("f()", "pass", name=name))
+    return Measurement(1, [t * (1 + i / 1000) for i in range(40)], TaskSpec("f()", "pass", name=name))
 
 
 def _report(**kwargs: object) -> ABReport:
@@ -63,6 +63,43 @@ def test_no_regression_and_interrupted_and_function_tables() -> None:
     text = report.text()
     assert "INTERRUPTED (Ctrl-C): the rounds that finished are reported" in text
     assert "Python/ceval.c:_PyEval_EvalFrameDefault [libpython3.11.so]" in text
-    assert "+10.0" in text and "Where the instructions went: flat" in report.markdown()
+    assert "+10.0" in text
+    assert "Native functions whose instructions per call changed most: flat" in report.markdown()
     assert json.loads(report.json())["functions"]["flat"][0]["exclusive"] == [100.0, 110.0]
     assert _report(gate=None).exit_status == 1
+
+
+def test_python_functions_come_first_named_by_qualname_file_and_line() -> None:
+    from opbench.callgrind.function_diff import PYTHON
+
+    native = FunctionChange("Objects/descrobject.c:property_descr_get [/usr/lib/libpython3.11.so]",
+                            "Python interpreter", (10.0, 30.0), (10.0, 30.0))
+    python = (FunctionChange("pkg/version.py:Version._key", PYTHON, (50.0, 95.0), (60.0, 130.0), 88),
+              FunctionChange("pkg/version.py:Version.__lt__", PYTHON, (40.0, 41.0), (100.0, 171.0),
+                             120))
+    report = _report(functions=(("sort", (native,)),), python_functions=(("sort", python),),
+                     mode="instructions")
+    text = report.text()
+    first = text.index("Python functions whose own instructions per call changed most: sort")
+    assert first < text.index("Native functions whose instructions per call changed most: sort")
+    rows = text[first:].splitlines()
+    assert rows[2].split()[:2] == ["Version._key", "(pkg/version.py:88)"] and "+45.0" in rows[2]
+    assert rows[3].split()[:2] == ["Version.__lt__", "(pkg/version.py:120)"]
+    md = report.markdown()
+    assert "| Version.\\_key (pkg/version.py:88) | 50.0 | 95.0 | +45.0 | 60.0 | 130.0 |" in md
+    doc = json.loads(report.json())["python_functions"]["sort"]
+    assert doc[0]["line"] == 88 and doc[0]["group"] == PYTHON
+
+
+def test_redacted_names_no_host_and_no_folder() -> None:
+    """Issue 34: ``opbench ab --redact`` leaves host names and absolute paths out."""
+    change = FunctionChange("/home/ann/src/ceval.c:f [/usr/lib/libpython3.11.so]",
+                            "Python interpreter", (100.0, 110.0), (300.0, 330.0))
+    report = _report(failed=(FailedRun("head", 2, 'File "/home/ann/proj/bench.py", line 3 '
+                                                  "on ci-1"),),
+                     functions=(("/home/ann/proj/bench.py::f", (change,)),),
+                     notes=("saved to /home/ann/keep",))
+    import hostile
+
+    redacted = hostile.redacted(report, "ci-1", "/home/ann")
+    assert redacted.failed[0].problem == 'File "…/bench.py", line 3 on <host>'

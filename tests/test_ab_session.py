@@ -251,6 +251,37 @@ def test_instruction_mode_decides_in_one_round_and_names_the_function(repo: Path
     top = changes[0]
     assert top.group == "Python interpreter" and top.exclusive_change > 0
     assert "Where" in report.text() and top.short_name in report.text()
+    # The Python function whose own cost changed heads the Python table, by name and line.
+    ((key, python),) = report.python_functions
+    assert key == "test_count.py::test_loop" and python[0].function == "test_count.py:work"
+    assert python[0].short_name == "work (test_count.py:6)" and python[0].exclusive_change > 0
+    text = report.text()
+    assert text.index("Python functions whose own") < text.index("Native functions")
+
+
+@pytest.mark.slow  # two pytest sessions, each re-run with the allocation counter
+def test_memory_mode_decides_in_one_round_and_catches_one_more_allocation(repo: Path) -> None:
+    from opbench.memory import counter
+
+    if counter.unavailable_reason() is not None:
+        pytest.skip(counter.unavailable_reason())
+    (repo / "test_mem.py").write_text(textwrap.dedent("""
+        import mylib
+
+        def test_copy(opbench):
+            xs = [0] * 100
+            opbench(lambda: mylib.work(xs))
+    """))
+    (repo / "src" / "mylib" / "__init__.py").write_text("def work(xs):\n    return xs[:]\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "a copy")
+    (repo / "src" / "mylib" / "__init__.py").write_text(
+        "def work(xs):\n    return xs[:] + [0]\n")  # one more list, and its items
+    report = run_ab([*PYTEST[:-1], "test_mem.py"], "HEAD", rounds=3, mode="memory", log=None)
+    assert report.rounds == 1 and report.interleave == "concurrent" and report.mode == "memory"
+    rows = {r.key: r for r in report.gate.rows}
+    assert rows["test_mem.py::test_copy [allocations]"].status == "regression"
+    assert report.exit_status == 1 and "memory counts do not depend on load" in report.text()
 
 
 def test_decisions_hold_the_suite_error_with_holm(tmp_path: Path) -> None:
@@ -315,3 +346,44 @@ def test_a_side_whose_opbench_has_no_turns_is_told_apart(tmp_path: Path) -> None
 
     assert _speaks_turns([side(tmp_path / "old", False), side(tmp_path / "new", True)]) == \
         [False, True]
+
+
+def _round(values: dict[str, float], waits: float = 0.0) -> Results:
+    """One run: each benchmark's blocks at its value (40 of them, a tight spread); ``waits``:
+    the share of each block its thread waited for a CPU (1: disturbed all along)."""
+    info = {"disturbance": {"waits": [waits] * 40, "threads": 1, "cpus": 2}}
+    return Results([Measurement(1, [v * (1 + 0.0005 * (i % 9)) for i in range(40)],
+                                TaskSpec("f()", "pass", name=k), info=dict(info))
+                    for k, v in values.items()])
+
+
+def test_the_columns_are_the_runs_geometric_means_and_divide_to_the_ratio() -> None:
+    rounds = [(_round({"f": b}), _round({"f": h})) for b, h in
+              ((1.0e-6, 1.21e-6), (1.02e-6, 1.19e-6), (0.98e-6, 1.22e-6))]
+    (row,) = decide_rounds(rounds, threshold=0.05, confidence=0.95, inconclusive="fail",
+                           look=1, looks=1, blocks=[0, 0, 0]).rows
+    assert row.new / row.baseline == pytest.approx(row.decision.ratio)
+    assert row.status == "regression"
+
+
+def test_an_unchanged_pair_is_the_same_where_the_interval_allows() -> None:
+    rounds = [(_round({k: b for k in ("a", "b", "c")}), _round({k: h for k in ("a", "b", "c")}))
+              for b, h in ((1.0e-6, 1.01e-6), (1.03e-6, 0.99e-6), (0.97e-6, 1.0e-6))]
+    report = decide_rounds(rounds, threshold=0.05, confidence=0.95, inconclusive="fail",
+                           look=1, looks=1, blocks=[0, 0, 0])
+    # Holm's level over three benchmarks (99.2%) straddles 5% on four degrees of freedom;
+    # each one's equivalence test (its 90% interval) does not.
+    assert [r.status for r in report.rows] == ["same"] * 3
+    assert all(r.decision.confidence == 0.9 and r.decision.ci[1] < 1.05 for r in report.rows)
+    assert "equivalence test at 95.0% (its 90% interval within the threshold)" in report.text()
+
+
+def test_a_round_disturbed_all_along_cannot_make_a_verdict() -> None:
+    """Issue 38: one disturbed round made "faster 0.558" of an unchanged pair."""
+    good = [(_round({"f": 1e-6}), _round({"f": 1.0e-6 * s})) for s in (1.0, 1.01, 0.995, 1.005)]
+    bad = (_round({"f": 1.8e-6}, waits=0.9), _round({"f": 1e-6}))  # base on a busy CPU
+    kwargs = dict(threshold=0.05, confidence=0.95, inconclusive="fail", look=1, looks=1)
+    kept = decide_rounds([*good, bad], **kwargs).rows[0]  # type: ignore[arg-type]
+    assert kept.decision.verdict in ("same", "inconclusive") and kept.runs == (4, 4)
+    report = decide_rounds([*good, bad], **kwargs)  # type: ignore[arg-type]
+    assert "1 of 5 round(s) left out of the decision" in report.text()

@@ -113,6 +113,7 @@ def test_autosave_records_commit_branch_dirty_and_time(tmp_path: Path, monkeypat
     subprocess.run([*git, "add", "a.txt"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "first change"], check=True,
                    env={**os.environ, "GIT_COMMITTER_DATE": "2026-01-02T03:04:05Z"})
+    subprocess.run([*git, "tag", "v1.0"], check=True)
     (repo / "a.txt").write_text("2")
     monkeypatch.chdir(repo)
     path = baselines.autosave([Measurement(1, [1e-6], TaskSpec("f()", "pass"))],
@@ -121,7 +122,7 @@ def test_autosave_records_commit_branch_dirty_and_time(tmp_path: Path, monkeypat
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     assert env["git"] == {"commit": head.strip(), "branch": "feature", "dirty": True,
                           "commit_time": "2026-01-02T03:04:05Z", "position": 1,
-                          "subject": "first change"}
+                          "subject": "first change", "tags": ["v1.0"]}
     assert env["git_commit"] == head.strip() + "+dirty"
     assert env["saved_at"].endswith("Z") and env["machine_id"] == baselines.machine_id()
     assert path.name.startswith("0001_" + head[:12] + "_dirty_")

@@ -52,3 +52,39 @@ def test_options_before_the_double_dash_are_abs_and_after_it_the_commands(
     assert seen["command"] == ["pytest", "-x", "--rounds", "9"]
     assert (seen["base"], seen["rounds"], seen["wave"]) == ("v1", 2, 1)
     assert capsys.readouterr().out == "text report\n"
+
+
+def test_a_bad_keep_folder_is_refused_before_the_checkout(
+        repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+    """Issue 34: --keep naming a file failed after the base was checked out, and left its
+    worktree behind."""
+    from test_revision import worktrees
+
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    for keep in (not_a_folder, not_a_folder / "sub"):
+        assert main(["ab", "--base", "HEAD", "--keep", str(keep), "--", sys.executable,
+                     "bench.py"]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot keep the results files in {keep}: it cannot be a folder" in err, err
+        assert worktrees(repo) == [f"worktree {repo}"]
+
+
+def test_redact_leaves_host_names_and_paths_out_of_the_report(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import opbench.gate.ab_session
+    from opbench.gate.ab_report import ABReport, FailedRun, Side
+
+    def run_ab(command: list[str], base: str, **kwargs: object) -> ABReport:
+        env = {"hostname": "build-host-7", "python": "3.11.7"}
+        return ABReport(None, Side("base", base, "a" * 40, env), Side("head", "working tree",
+                        "b" * 40, env), tuple(command), "time", rounds=0, max_rounds=3,
+                        failed=(FailedRun("base", 1, 'File "/home/ann/b.py", line 1'),))
+
+    monkeypatch.setattr(opbench.gate.ab_session, "run_ab", run_ab)
+    for fmt in ("markdown", "text", "json"):
+        assert main(["ab", "--base", "v1", "--format", fmt, "--", "pytest"]) == 1
+        assert "build-host-7" in capsys.readouterr().out
+        assert main(["ab", "--base", "v1", "--format", fmt, "--redact", "--", "pytest"]) == 1
+        out = capsys.readouterr().out
+        assert "build-host-7" not in out and "/home/ann" not in out and "b.py" in out

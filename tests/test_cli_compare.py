@@ -54,8 +54,10 @@ def test_regression_beyond_threshold_fails(tmp_path, capsys):
 
 
 def test_improvement_and_small_changes_pass(tmp_path, capsys):
-    base = write(tmp_path, "base.json", [m("a()", times(1)), m("b()", times(2))])
-    new = write(tmp_path, "new.json", [m("a()", times(3, 0.8)), m("b()", times(4, 1.03))])
+    # 200 blocks a side: each side's 10th percentile known to well under 1%.
+    base = write(tmp_path, "base.json", [m("a()", times(1, n=200)), m("b()", times(2, n=200))])
+    new = write(tmp_path, "new.json", [m("a()", times(3, 0.8, n=200)),
+                                       m("b()", times(4, 1.03, n=200))])
     code, out, _ = run_cli(capsys, base, new, "--threshold", "0.05")
     assert code == 0
     assert "improvement" in out and "PASSED: no regression" in out
@@ -166,7 +168,7 @@ def test_markdown_and_json_formats(tmp_path, capsys):
     code, out, _ = run_cli(capsys, base, new, "--format", "markdown")
     assert code == 1 and out.startswith(
         "### opbench: 1 regression — 1 of 1 benchmark(s) slower\n\n| Benchmark |")
-    assert "| a\\|b() |" in out and "\n- a|b(): 1.9" in out
+    assert "| a\\|b() |" in out and "\n- a\\|b(): 1.9" in out
     code, out, _ = run_cli(capsys, base, new, "--format", "json")
     doc = json.loads(out)
     assert code == 1 and doc["passed"] is False
@@ -230,3 +232,31 @@ def test_gate_on_throughput_judges_time_per_unit_of_work(tmp_path, capsys):
     assert code == 0 and "GB/s" in out and "same" in out
     code, out, _ = run_cli(capsys, base, new, "--gate-on", "flop_rate")  # no FLOPs: on time
     assert code == 1 and " us " in out
+
+
+def test_control_characters_of_names_never_reach_the_terminal(tmp_path, capsys):
+    """Issue 34: names, and environment facts in the notes, are shown with their control
+    characters as escapes."""
+    import hostile
+
+    old = write(tmp_path, "old.json", hostile.measurements(1e-6), {"torch": "2\x1b[2J"})
+    new = write(tmp_path, "new.json", hostile.measurements(2e-6), {"torch": "3\r"})
+    assert main(["compare", str(old), str(new)]) == 1
+    out = capsys.readouterr().out
+    assert not hostile.TERMINAL_CONTROLS.search(out), repr(out)
+    assert "\\x1b[2J\\x1b]0;title\\x07" in out and "torch: 2\\x1b[2J vs 3\\r" in out
+    assert "fake\\n### opbench: no regression" in out  # no line of a name's
+
+
+def test_redact_leaves_host_names_and_paths_out_of_the_pr_comment(tmp_path, capsys):
+    key = f"{tmp_path}/bench.py::test_sort"
+    old = write(tmp_path, "old.json", [m("f()", times(1), name=key)], {"hostname": "build-host-7"})
+    new = write(tmp_path, "new.json", [m("f()", times(2, 2.0), name=key)], {"hostname": "build-host-8"})
+    assert main(["compare", "--format", "markdown", str(old), str(new)]) == 1
+    folder = str(tmp_path).replace("_", "\\_")  # as Markdown escapes it
+    shown = capsys.readouterr().out
+    assert "build-host-7" in shown and folder in shown
+    assert main(["compare", "--format", "markdown", "--redact", str(old), str(new)]) == 1
+    redacted = capsys.readouterr().out
+    assert "build-host" not in redacted and folder not in redacted
+    assert "…/bench.py::test\\_sort" in redacted

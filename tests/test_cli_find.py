@@ -155,3 +155,56 @@ def test_no_command_is_a_usage_error(history_commits):
     path, commits = history_commits
     r = find(path, "jump", commits[0], commits[-1])
     assert r.returncode == 2 and "give the command after --" in r.stderr
+
+
+def _two_commit_repo(root: Path) -> Path:
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    root.mkdir()
+    subprocess.run([*git, "init", "-q"], check=True)
+    for n in (1, 2):
+        (root / "m.py").write_text(f"X = {n}\n")
+        subprocess.run([*git, "add", "."], check=True)
+        subprocess.run([*git, "commit", "-qm", f"c{n}"], check=True)
+    return root
+
+
+def test_sigterm_removes_the_worktree_and_stops_the_command(tmp_path):
+    """Issue 34: a CI runner's cancel (SIGTERM) during `find` left its worktree and the
+    command's process (in a session of its own) running."""
+    import os
+    import signal
+    import time
+
+    repo = _two_commit_repo(tmp_path / "repo")
+    marker = tmp_path / "started"
+    command = [sys.executable, "-c", f"import os, time; open({str(marker)!r}, 'w').write("
+               "f'{os.getpid()} {os.getcwd()}'); time.sleep(120)"]
+    proc = subprocess.Popen([sys.executable, "-m", "opbench", "find", "b", "HEAD~1", "HEAD",
+                             "--", *command], cwd=repo, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (marker.exists() and " " in marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid_text, worktree = marker.read_text().split(" ", 1)
+    pid = int(pid_text)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "interrupted" in err, err
+        for _ in range(100):  # the command's group gets SIGINT, then SIGKILL
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        assert not Path(worktree).exists()
+        listed = subprocess.run(["git", "-C", str(repo), "worktree", "list"],
+                                capture_output=True, text=True).stdout.splitlines()
+        assert len(listed) == 1, listed
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)  # an orphan left by the unfixed command
+        except ProcessLookupError:
+            pass

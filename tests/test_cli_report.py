@@ -27,8 +27,10 @@ def test_machines_and_z_reach_the_site(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(report, "write", lambda out, **kw: calls.append((out, kw)) or tmp_path)
     assert main(["report", "-o", "site", "--root", "r", "--machine", "m1", "--machine", "m2",
                  "--z", "3"]) == 0
-    assert calls == [("site", dict(root="r", machines=["m1", "m2"], z_min=3.0))]
+    assert calls == [("site", dict(root="r", machines=["m1", "m2"], z_min=3.0, redact=False))]
     assert capsys.readouterr().out == f"wrote {tmp_path / 'index.html'}\n"
+    assert main(["report", "-o", "site", "--redact"]) == 0
+    assert calls[-1][1]["redact"] is True
 
 
 def test_a_folder_that_cannot_be_written_is_named(measured_history, tmp_path, capsys):

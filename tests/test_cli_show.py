@@ -201,3 +201,35 @@ def test_csv_of_times_and_counts_has_one_header(tmp_path) -> None:
 def test_format_with_verbose_is_a_usage_error(results_file) -> None:
     r = opbench_cli("show", results_file, "--format", "csv", "--verbose")
     assert r.returncode == 2 and "--format text" in r.stderr
+
+
+def test_control_characters_of_names_never_reach_the_terminal(tmp_path, capsys):
+    """Issue 34: a name holding escape sequences could clear the screen or rewrite what
+    was printed; they are shown as escapes (\\x1b, \\r) instead."""
+    import hostile
+    from opbench.integrations.cli import main
+
+    path = tmp_path / ("run\x1b[2J.json")
+    save(hostile.measurements(), path, environment={**ENV, "hostname": "box\x1b]0;x\x07"})
+    for args in ([], ["-v"], ["--trim"]):
+        assert main(["show", *args, "--color", "never", str(path)]) == 0
+        out = capsys.readouterr().out
+        assert not hostile.TERMINAL_CONTROLS.search(out), repr(out)
+        assert "\\x1b[2J\\x1b]0;title\\x07" in out and "run\\x1b[2J.json" in out
+        assert "fake\\n### opbench: no regression" in out  # no line of a name's
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "csv", "html"])
+def test_redact_leaves_host_names_and_paths_out(tmp_path, capsys, fmt):
+    from opbench.integrations.cli import main
+
+    path = tmp_path / "run.json"
+    name = f"{tmp_path}/bench.py::test_sort"
+    save([Measurement(1, [1e-6] * 5, TaskSpec("f()", "pass", name=name))], path,
+         environment={**ENV, "hostname": "build-host-7"})
+    folder = str(tmp_path).replace("_", "\\_") if fmt == "markdown" else str(tmp_path)
+    assert main(["show", "--format", fmt, "--color", "never", str(path)]) == 0
+    assert folder in capsys.readouterr().out
+    assert main(["show", "--format", fmt, "--redact", "--color", "never", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "build-host-7" not in out and folder not in out and "run.json" in out

@@ -179,3 +179,45 @@ def test_timeit_takes_work_and_prints_throughput(fake_peaks, capsys):
     assert "16 bytes (declared)" in capsys.readouterr().out
     assert main(["timeit", "--flops", "-3", "pass"]) == 2
     assert "--flops must be a number >= 0 or 'count', got '-3'" in capsys.readouterr().err
+
+
+def test_a_disturbed_measurement_is_measured_again_unless_told_not_to(monkeypatch, capsys) -> None:
+    from opbench.core import recovery
+    from opbench.integrations.cli import main
+
+    calls = []
+
+    def recovered(measure, **kwargs):
+        calls.append("recovered")
+        return measure()
+
+    monkeypatch.setattr(recovery, "recovered", recovered)
+    assert main(["timeit", "--min-run-time", "0.01", "--min-samples", "3", "pass"]) == 0
+    assert main(["timeit", "--no-recover", "--min-run-time", "0.01", "--min-samples", "3",
+                 "pass"]) == 0
+    assert calls == ["recovered"]
+    assert capsys.readouterr().out.count("measurements,") == 2
+
+
+def test_memory_counts_per_call_and_saves_them_for_a_memory_gate(tmp_path) -> None:
+    from opbench.memory import counter
+
+    if counter.unavailable_reason() is not None:
+        pytest.skip(counter.unavailable_reason())
+    r = opbench_cli("timeit", "--memory", "-n", "10", "-r", "2", "--name", "rep",
+                    "--save", str(tmp_path / "m.json"), "-s", "xs = [0]", "xs * 100")
+    assert r.returncode == 0, r.stderr
+    assert "10 calls counted, 2 repeat(s), exact" in r.stdout
+    assert "python: 1 allocation, 800 B per call" in r.stdout and "no leak" in r.stdout
+    (counts,) = load(tmp_path / "m.json").memory
+    assert counts.task_spec.key == "rep" and counts.bytes == 800.0
+
+
+def test_memory_takes_no_converge_and_a_raising_statement_exits_1() -> None:
+    r = opbench_cli("timeit", "--memory", "--converge", "1%", "pass")
+    assert r.returncode == 2 and "--memory counts memory" in r.stderr
+    from opbench.memory import counter
+
+    if counter.unavailable_reason() is None:
+        r = opbench_cli("timeit", "--memory", "-n", "1", "-r", "1", "1 / 0")
+        assert r.returncode == 1 and "the statement raised ZeroDivisionError" in r.stderr

@@ -33,10 +33,14 @@ def test_every_error_is_an_opbench_error_and_keeps_the_base_torch_users_catch():
         errors.CallgrindError: OSError,  # torch's collect_callgrind raises OSError
         errors.CallgrindUnavailableError: OSError,
         errors.SerializationError: ValueError,
+        errors.MemoryUnavailableError: OSError,
+        errors.MemoryCountError: RuntimeError,
         errors.FuzzerSpecError: AssertionError,  # torch asserts on bad fuzzer specs
         errors.SweepError: RuntimeError,
         errors.PlacementError: RuntimeError,
         errors.SchedulerUnreachableError: ConnectionError,
+        errors.UntrustedPathError: PermissionError,
+        errors.UnsupportedError: NotImplementedError,  # torch's names opbench does not implement
     }
     for cls, base in expected_bases.items():
         assert issubclass(cls, errors.Error) and issubclass(cls, base), cls
@@ -55,7 +59,7 @@ def test_the_native_cuda_error_is_the_python_class():
 def test_every_warning_is_a_benchmark_warning():
     for cls in (errors.MachineWarning, errors.SampleSizeWarning, errors.ElisionWarning,
                 errors.ThrottleWarning, errors.LaunchHoldWarning, errors.ResolutionWarning,
-                errors.ResultsFileWarning):
+                errors.ResultsFileWarning, errors.UnsafeFolderWarning):
         assert issubclass(cls, errors.BenchmarkWarning)
     # What the GPU warnings used to be, so old filters keep working too.
     assert issubclass(errors.ThrottleWarning, RuntimeWarning)

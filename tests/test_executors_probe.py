@@ -48,3 +48,16 @@ def test_no_nvidia_driver_reads_as_none(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(probe, "_read_first_line", lambda path: None)
     monkeypatch.setattr(probe.os, "listdir", lambda path: (_ for _ in ()).throw(FileNotFoundError(path)))
     assert probe._gpu_facts() == {"gpu_driver": None, "gpus": None}
+
+
+def test_only_variables_of_exact_names_are_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34: variables were picked by prefix, so MKL_SECRET_THING (a token someone
+    named so) went into every results file."""
+    monkeypatch.setattr(probe, "_environment_at_start", lambda: {
+        "MKL_SECRET_THING": "s3cret", "OMP_API_TOKEN": "t0ken", "MALLOC_PASSWORD": "pw",
+        "MKL_NUM_THREADS": "2", "OMP_PROC_BIND": "close", "MALLOC_ARENA_MAX": "2",
+        "GLIBC_TUNABLES": "glibc.malloc.arena_max=2", "HOME": "/home/ann"})
+    assert probe.timing_variables() == {
+        "GLIBC_TUNABLES": "glibc.malloc.arena_max=2", "MALLOC_ARENA_MAX": "2",
+        "MKL_NUM_THREADS": "2", "OMP_PROC_BIND": "close"}
+    assert "s3cret" not in repr(probe.worker_environment(None))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
 import os
 import re
@@ -75,7 +76,7 @@ def test_markdown_follows_trim_significant_figures_and_warnings():
 
 def test_markdown_escapes_pipes_and_angle_brackets():
     md = to_markdown(opbench.Compare([_m(1e-6, sub_label="a|b<c>", description="x|y")]))
-    assert "a\\|b&lt;c>" in md and "x\\|y" in md
+    assert "a\\|b&lt;c&gt;" in md and "x\\|y" in md
 
 
 def test_env_column_only_when_envs_differ():
@@ -102,6 +103,18 @@ def test_csv_one_row_per_cell_in_seconds():
     (mul,) = [r for r in rows if r["label"] == "mul"]
     assert mul["row"] == "f(x)" and mul["unit"] == "ms"
     assert float(mul["median_s"]) == pytest.approx(3e-3)
+
+
+@pytest.mark.parametrize("text", ["=HYPERLINK(\"https://example.com\",\"x\")", "+1+1", "-2+3",
+                                  "@SUM(A1:A9)", "\t=1", "\r=1"])
+def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_quoted(text):
+    """Issue 34: a label, row or column opening with =, +, -, @ (or a tab or carriage
+    return before one) was written as is: a spreadsheet opening the file runs it."""
+    ms = [_m(1e-6, label=text, sub_label=text, description=text, env=text)]
+    (row,) = csv.DictReader(io.StringIO(to_csv(opbench.Compare(ms)), newline=""))
+    for column in ("label", "env", "row", "column"):  # (a carriage return as a line feed)
+        assert row[column] == "'" + text.replace("\r", "\n"), column
+    assert float(row["median_s"]) == pytest.approx(1e-6)  # numbers stay numbers
 
 
 def test_csv_values_are_full_precision_and_merge_replicates():
@@ -150,9 +163,38 @@ def test_html_matches_markdown_and_escapes():
                for line in to_markdown(compare).split("### mul")[0].splitlines()
                if line.startswith("| ")]
     body = parser.rows[:-1]  # the last row is the unit footnote
-    assert [r for r in body] == [[c.replace("&lt;", "<") for c in r] for r in md_rows]
+    assert [r for r in body] == [[html.unescape(c) for c in r] for r in md_rows]
     assert parser.rows[-1] == ["Times are in microseconds (us)."]
     assert html_text.count("<table") == 2
+
+
+def test_html_of_hostile_names_is_their_text_in_opbenchs_tables():
+    """Issue 34: names holding tags, comments and control characters, parsed as a browser
+    parses HTML: one table per label, captioned with the name, no element of a name's."""
+    import hostile
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+
+    text = to_html(opbench.Compare(hostile.measurements()))
+    tags = Tags()
+    tags.feed(text)
+    assert set(tags.tags) == {"table", "caption", "thead", "tr", "th", "tbody", "td", "tfoot",
+                              "br"}
+    assert tags.tags.count("table") == len(hostile.NAMES)
+    captions, headers = [], []
+    for table in text.split("</table>")[:-1]:
+        cells = _Cells()
+        cells.feed(table)
+        captions.append(cells.caption)
+        headers.append(cells.rows[0][-1])
+    names = [n.replace("\n", "") for n in hostile.NAMES]  # a line break is a <br> there
+    assert captions == names and headers == names
 
 
 def test_exports_write_atomically_to_path(tmp_path):

@@ -42,5 +42,6 @@ def test_readme_table_lists_the_top_floor_first_and_each_packages_files() -> Non
     assert rows[0].startswith("| floor | what |")
     assert [r.split("|")[1].strip() for r in rows[2:]] == [f.name for f in reversed(_floors.FLOORS)]
     store = next(r for r in rows if r.startswith("| store |"))
-    assert "`store/` (baselines, history, results, sweep_file)" in store  # read from the tree
+    # read from the tree
+    assert "`store/` (baselines, history, pytest_benchmark_file, results, sweep_file)" in store
     assert "`csrc/bindings/*.cpp`" in rows[-1]

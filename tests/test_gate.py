@@ -9,11 +9,12 @@ import pytest
 
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement, TaskSpec
+from opbench.core.memory import MemoryCounts
 from opbench.errors import NothingToCompareError
 from opbench.gate import compare, environment_differences, format_value
 
 
-def _m(t: float, name: str = "f", spread: float = 0.001, n: int = 20,
+def _m(t: float, name: str = "f", spread: float = 0.001, n: int = 40,
        info: dict | None = None) -> Measurement:
     return Measurement(1, [t * (1 + spread * (i % 7 - 3)) for i in range(n)],
                        TaskSpec("f()", "pass", name=name), info=dict(info or {}))
@@ -83,7 +84,7 @@ def test_reports_carry_both_environments() -> None:
     assert json.loads(report.json())["environments"]["new"] == {"python": "3.12.1"}
 
 
-def _times(stmt: str, centre: float, n: int = 12, **spec: str) -> Measurement:
+def _times(stmt: str, centre: float, n: int = 40, **spec: str) -> Measurement:
     return Measurement(1, [centre * (1 + i / 200) for i in range(n)], TaskSpec(stmt, "pass", **spec))
 
 
@@ -138,7 +139,7 @@ def test_bad_settings_are_rejected(kwargs: dict, message: str) -> None:
 
 def test_replicates_of_a_key_pool() -> None:
     report = compare([_times("a()", 1e-6, n=3), _times("a()", 1e-6, n=4)], [_times("a()", 1e-6)])
-    assert report.rows[0].samples == (7, 12)
+    assert report.rows[0].samples == (7, 40)
 
 
 def test_every_format_renders_the_same_decision() -> None:
@@ -160,3 +161,66 @@ def test_environment_differences_name_what_bears_on_timings() -> None:
 def test_format_value() -> None:
     assert format_value(1.23e-5, "time") == "12.3 us"
     assert format_value(41_234.4, "instructions") == "41,234 instr"
+
+
+def test_redacted_reports_name_no_host_and_no_folder() -> None:
+    """Issue 34: --redact leaves out host names (in the environments and wherever a note
+    repeats one) and absolute paths, for a public PR comment."""
+    from opbench.results import Results
+
+    key = "/home/ann/proj/bench.py::test_sort"
+    old = Results([_m(1e-6, name=key)], environment={"hostname": "build-host-7", "python": "3.11"})
+    new = Results([_m(2e-6, name=key)], environment={"hostname": "build-host-8", "python": "3.11"})
+    import hostile
+
+    redacted = hostile.redacted(compare(old, new), "build-host-7", "build-host-8", "/home/ann")
+    assert redacted.rows[0].key == "…/bench.py::test_sort"
+    assert "machine: <host> vs <host>" in redacted.environment_notes[0]
+    assert redacted.exit_status == 1
+
+
+def _memory(allocations: int, nbytes: int = 4096, leak: int = 0) -> MemoryCounts:
+    host = {"allocations": (allocations * 100,) * 3, "bytes": (nbytes * 100,) * 3,
+            "peak": (nbytes,) * 3, "growth": (leak * 100,) * 3}
+    return MemoryCounts(100, {"host": host}, TaskSpec("f()", "pass", name="f"))
+
+
+def test_memory_counts_give_a_row_per_figure_and_one_more_allocation_fails():
+    report = compare([_memory(100)], [_memory(101, leak=64)], threshold=0.05)
+    rows = {r.key: r for r in report.rows}
+    assert set(rows) == {"f [allocations]", "f [bytes]", "f [peak]", "f [leak]"}
+    assert rows["f [allocations]"].status == "regression"  # 1% more, past a 5% threshold
+    assert rows["f [leak]"].status == "regression" and rows["f [bytes]"].status == "same"
+    assert "f [allocations]: 1.010x more (regression" in report.text()
+    assert "101 allocs" in report.text() and "64 B" in report.text() and "exact" in report.text()
+    assert report.exit_status == 1
+    json.loads(report.json())  # finite ratios: a zero baseline counts as one
+    assert compare([_memory(5)], [_memory(5)], threshold=0.05).exit_status == 0
+
+
+def test_the_columns_are_the_figures_the_ratio_divides() -> None:
+    # One run a side: each side's 10th percentile of per-run times, New / Baseline = Ratio.
+    one = compare([_m(1e-6, spread=0.05)], [_m(1.5e-6, spread=0.05)]).rows[0]
+    assert one.new / one.baseline == pytest.approx(one.decision.ratio)
+    assert one.baseline == pytest.approx(sorted(_m(1e-6, spread=0.05).times)[0] * 1.0, rel=0.05)
+    # Several runs a side: the geometric means of the runs' figures.
+    base = [_m(1e-6 * f) for f in (0.97, 1.0, 1.03)]
+    new = [_m(1.2e-6 * f) for f in (1.02, 0.99, 1.0)]
+    many = compare(base, new).rows[0]
+    assert many.runs == (3, 3)
+    assert many.new / many.baseline == pytest.approx(many.decision.ratio)
+    text = compare(base, new).text()
+    assert f"{many.decision.ratio:.3f}" in text
+
+
+def test_a_same_of_the_equivalence_test_shows_its_level() -> None:
+    import math
+
+    # Blocks spread so that the 95% interval straddles +5% while the 90% one lies within.
+    spread = [1e-6 * math.exp(0.15 * ((i * 7919) % 40 - 20) / 20) for i in range(40)]
+    report = compare([Measurement(1, spread, TaskSpec("f()", "pass", name="f"))],
+                     [Measurement(1, [t * 1.01 for t in spread], TaskSpec("f()", "pass",
+                                                                          name="f"))])
+    (row,) = report.rows
+    assert row.status == "same" and row.decision.confidence == 0.9
+    assert row.decision.ci[1] < 1.05 and "(90%)" in report.text()

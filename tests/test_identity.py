@@ -14,7 +14,8 @@ from opbench.sweep import task_keys
 
 
 def _m(clock=None, name="f", factor=1.0):
-    return Measurement(1, [factor * 1e-6 * (1 + i / 100) for i in range(10)],
+    # 40 runs: enough for a 95% interval of the 10th percentile (stats.run_figure).
+    return Measurement(1, [factor * 1e-6 * (1 + i / 100) for i in range(40)],
                        TaskSpec("f()", "pass", name=name), clock=clock)
 
 
@@ -65,3 +66,30 @@ def test_merged_saves_keep_each_kept_results_own_environment(tmp_path):
     again = {r.task_spec.name: r for r in load(path)}
     assert again["old"].info["environment"] == {"hostname": "first"}
     assert "environment" not in again["new"].info
+
+
+def test_a_callables_source_names_no_folder_of_the_machine(tmp_path, monkeypatch):
+    """Issue 34: results recorded where a callable was defined as an absolute path (a
+    user's home, a CI runner's work folder)."""
+    import json as json_
+    import os
+
+    from opbench import Timer
+    from opbench.core.identity import callable_source, source_file
+
+    project = tmp_path / "proj"
+    (project / "bench").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("")
+    monkeypatch.chdir(project / "bench")
+    code = compile("def work():\n    return 1\n", str(project / "bench" / "test_x.py"), "exec")
+    namespace: dict = {}
+    exec(code, namespace)
+    assert callable_source(namespace["work"]) == "bench/test_x.py:1"
+    m = Timer(namespace["work"]).timeit(1)
+    assert m.info["source"] == "bench/test_x.py:1" and str(tmp_path) not in json_.dumps(m.info)
+    import opbench
+
+    # Outside the project: from the sys.path folder it was imported from, else the name.
+    assert source_file(opbench.__file__) == "opbench/__init__.py"
+    assert source_file(os.path.join(os.sep, "elsewhere", "entirely", "x.py")) == "x.py"
+    assert source_file("<stdin>") == "<stdin>"

@@ -10,7 +10,10 @@ longer paths only (the whole path always names its module):
 ``test_cli_compare.py``; ``engines/cpp/engine.py`` and ``engines/cuda/engine.py``
 tie, so neither is ``test_engine.py``. The package itself
 (``__init__.py``: what ``import opbench`` offers) is ``test_public_surface.py``.
-A folder's ``__init__.py`` that holds only its docstring has nothing to test and needs none.
+A folder's ``__init__.py`` that holds only its docstring has nothing to test and needs none;
+nor does a module that only re-exports names under another path (its docstring, imports and
+``__all__``: torch's module paths, ``opbench/utils/`` and ``opbench/op_fuzzers/``), whose
+names are tested where they are defined (and checked against torch's in ``test_utils.py``).
 """
 from __future__ import annotations
 
@@ -33,11 +36,17 @@ def _tails(parts: tuple[str, ...]) -> list[str]:
 
 
 def _holds_code(path: Path) -> bool:
-    """False for a folder's ``__init__.py`` that is its docstring alone: nothing to test."""
-    body = ast.parse(path.read_text()).body
-    return any(not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
-               and not (isinstance(node, ast.ImportFrom) and node.module == "__future__")
-               for node in body)
+    """False for a folder's ``__init__.py`` that is its docstring alone, and for a module
+    that only re-exports (docstring, imports, ``__all__``): nothing of its own to test."""
+    def own(node: ast.stmt) -> bool:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            return False  # the docstring
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return False
+        return not (isinstance(node, ast.Assign)
+                    and [ast.unparse(t) for t in node.targets] == ["__all__"])
+
+    return any(own(node) for node in ast.parse(path.read_text()).body)
 
 
 def expected_names(package: Path = PACKAGE) -> dict[str, list[str]]:
@@ -81,8 +90,12 @@ def test_names_follow_the_rule(tmp_path: Path) -> None:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x = 1\n")
     (tmp_path / "analysis/__init__.py").write_text('"""Tables and comparisons."""\n')
+    # A module that only re-exports neither needs a test file nor takes a name.
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils/compare.py").write_text(
+        '"""torch\'s path."""\nfrom opbench.analysis.compare import Compare\n__all__ = ["Compare"]\n')
     names = expected_names(tmp_path)
-    assert "analysis/__init__.py" not in names
+    assert "analysis/__init__.py" not in names and "utils/compare.py" not in names
     assert names["__init__.py"] == ["test_public_surface.py"]
     assert names["_floors.py"] == ["test_floors.py"]
     assert names["core/measurement.py"] == ["test_core_measurement.py", "test_measurement.py"]

@@ -14,7 +14,7 @@ from opbench import _moved
 def test_new_name_follows_a_moved_package_to_its_submodules() -> None:
     assert _moved.new_name("opbench.results") == "opbench.store.results"
     assert _moved.new_name("opbench.cpp.build") == "opbench.engines.cpp.build"
-    assert _moved.new_name("opbench.op_fuzzers.unary") == "opbench.fuzz.op_fuzzers.unary"
+    assert _moved.new_name("opbench.cpp.engine") == "opbench.engines.cpp.engine"
     assert _moved.new_name("opbench.timer") is None
     assert _moved.new_name("opbench.resultsx") is None  # a prefix of a name is not a package
 

@@ -51,3 +51,64 @@ def test_other_methods_get_their_arguments() -> None:
     assert m.median > 0
     with pytest.raises(ValueError, match="method must be one of blocked_autorange"):
         bench("pass", method="timeit")
+
+
+def test_a_disturbed_figure_is_measured_again_unless_told_not_to(monkeypatch) -> None:
+    from opbench.core import recovery
+
+    calls: list[str] = []
+
+    def recovered(measure: Any, **kwargs: Any) -> Any:
+        calls.append("recovered")
+        return measure()
+
+    monkeypatch.setattr(recovery, "recovered", recovered)
+    bench, state = _fixture()
+    assert state.recover
+    bench("pass")
+    assert calls == ["recovered"]
+    bench, state = _fixture(opbench_no_recover=True)
+    assert not state.recover
+    bench("pass")
+    assert calls == ["recovered"]  # measured once, as measured
+
+
+def test_memory_counts_the_statement_with_the_sessions_or_its_own_numbers(monkeypatch) -> None:
+    import opbench.timer
+
+    seen: list[tuple[str, int, int]] = []
+
+    def memory(self: Any, number: int, repeats: int) -> Any:
+        seen.append((self.task_spec.stmt, number, repeats))
+        return SimpleNamespace(info={})
+    monkeypatch.setattr(opbench.timer.Timer, "memory", memory)
+    bench, state = _fixture(opbench_mode="memory", opbench_memory_number=7)
+    bench("a", memory_repeats=2)
+    timed, _ = _fixture()  # a time-mode session: mode="memory" counts this benchmark alone
+    timed("b", mode="memory", memory_number=5)
+    assert seen == [("a", 7, 2), ("b", 5, 3)] and len(state.results) == 1
+    with pytest.raises(ValueError, match="mode must be None"):
+        timed("c", mode="instructions")
+    with pytest.raises(ValueError, match="memory_number"):
+        timed("c", mode="memory", memory_number=0)
+
+
+def test_a_single_threaded_benchmark_is_timed_on_the_fastest_cpu(monkeypatch) -> None:
+    import os
+
+    from opbench import _C
+    from opbench.integrations.pytest_plugin import fixture
+
+    if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs this process may use")
+    allowed = os.sched_getaffinity(0)
+    slow = max(allowed)
+    # The speed probe reads the last CPU as slower (another tenant on its sibling).
+    monkeypatch.setattr(_C, "cpu_speed_probe_ns", lambda tries, it: (
+        2000 if os.sched_getaffinity(0) == {slow} else 1000))
+    with fixture._on_fastest_cpu(1):
+        inside = os.sched_getaffinity(0)
+    assert len(inside) == 1 and inside != {slow}
+    assert os.sched_getaffinity(0) == allowed  # given back
+    with fixture._on_fastest_cpu(4):  # a parallel benchmark keeps every CPU
+        assert os.sched_getaffinity(0) == allowed

@@ -13,13 +13,13 @@ def test_every_option_is_documented_and_namespaced() -> None:
     options.pytest_addoption(parser)  # type: ignore[arg-type]
     assert all(name.startswith("--opbench-") for name in parser.options)
     assert all(kwargs.get("help") for kwargs in parser.options.values())
-    assert parser.options["--opbench-mode"]["choices"] == ("time", "instructions")
+    assert parser.options["--opbench-mode"]["choices"] == ("time", "instructions", "memory")
     assert parser.options["--opbench-compare"]["const"] == options._LATEST
 
 
 def test_defaults_measure_for_a_decision() -> None:
     d = defaults()
-    assert (d["opbench_min_time"], d["opbench_min_samples"], d["opbench_max_time"]) == (0.2, 10, None)
+    assert (d["opbench_min_time"], d["opbench_min_samples"], d["opbench_max_time"]) == (0.2, 40, None)
     assert d["opbench_inconclusive"] == "fail" and d["opbench_sort"] == "name"
 
 
@@ -44,3 +44,29 @@ def test_only_and_skip_pick_the_benchmarks_by_their_fixture() -> None:
     assert _select() == (["bench", "plain"], [])
     assert _select(opbench_only=True) == (["bench"], ["plain"])
     assert _select(opbench_skip=True) == (["plain"], ["bench"])
+
+
+def test_pytest_benchmarks_fixture_is_a_benchmark_too() -> None:
+    config = FakeConfig(opbench_only=True)
+    config.hook = _Hook()  # type: ignore[attr-defined]
+    items: list[Any] = [SimpleNamespace(name="compat", nodeid="t.py::compat",
+                                        fixturenames=("benchmark",)),
+                        SimpleNamespace(name="plain", nodeid="t.py::plain", fixturenames=())]
+    options.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
+    assert [i.name for i in items] == ["compat"]
+
+
+def test_opbench_select_keeps_the_tests_that_hold_the_keys(monkeypatch) -> None:
+    import pytest
+
+    monkeypatch.setenv(options._SELECT_ENV, '["t.py::a#1", "t.py::b[x]::named"]')
+    config = FakeConfig()
+    config.hook = _Hook()  # type: ignore[attr-defined]
+    items: list[Any] = [SimpleNamespace(name=n, nodeid=f"t.py::{n}", fixturenames=("opbench",))
+                        for n in ("a", "ab", "b[x]", "b[y]")]
+    options.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
+    assert [i.name for i in items] == ["a", "b[x]"]
+    assert [i.name for i in config.hook.deselected] == ["ab", "b[y]"]  # type: ignore[attr-defined]
+    monkeypatch.setenv(options._SELECT_ENV, "{not json")
+    with pytest.raises(pytest.UsageError, match="must be a JSON list of benchmark keys"):
+        options.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]

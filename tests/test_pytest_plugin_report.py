@@ -50,10 +50,10 @@ def test_rows_group_and_sort_as_asked() -> None:
 
 def test_the_summary_prints_a_table_per_group_and_the_gate(tmp_path: Path) -> None:
     path = tmp_path / "base.json"
-    save([_m("a()", 1e-6)], path)
+    save([_m("a()", 1e-6, n=40)], path)
     config = _config(opbench_compare=str(path))
     state = config.stash[_STATE]
-    state.results.extend([_m("a()", 2e-6), _m("c()", 1e-6, group="io")])
+    state.results.extend([_m("a()", 2e-6, n=40), _m("c()", 1e-6, group="io")])
     _gate(state)
     terminal = FakeTerminal()
     pytest_terminal_summary(terminal, 0, config)  # type: ignore[arg-type]
@@ -68,3 +68,33 @@ def test_a_disabled_run_says_nothing_was_saved_or_compared(tmp_path: Path) -> No
     terminal = FakeTerminal()
     pytest_terminal_summary(terminal, 0, config)  # type: ignore[arg-type]
     assert terminal.lines[-1].endswith("each benchmark ran once; nothing saved or compared")
+
+
+def test_a_disturbed_benchmark_is_marked_and_the_summary_says_why() -> None:
+    config = _config()
+    state = config.stash[_STATE]
+    busy = _m("slow()", 9e-3, n=6)
+    busy.info["disturbance"] = {"waits": [1.0] * 6, "slowdowns": [1.0] * 6, "threads": 2,
+                                "cpus": 2, "others": 1.9}
+    state.results.extend([_m("a()", 1e-6), busy])
+    terminal = FakeTerminal()
+    pytest_terminal_summary(terminal, 0, config)  # type: ignore[arg-type]
+    text = "\n".join(terminal.lines)
+    assert "9.112 ms (busy)" in text and "1.027 us (busy)" not in text
+    assert ("(busy) 1 of 2 benchmarks were measured while the machine was busy (6 of 6 of their "
+            "blocks waited for a CPU; 2 threads asked, 0.1 CPUs free)") in text
+
+
+def test_a_failed_gate_is_counted_on_pytests_last_line(tmp_path: Path) -> None:
+    from opbench.integrations.pytest_plugin.report import GATE_FAILED
+
+    path = tmp_path / "base.json"
+    save([_m("a()", 1e-6, n=40)], path)
+    config = _config(opbench_compare=str(path), opbench_fail_above="5%")
+    state = config.stash[_STATE]
+    state.results.append(_m("a()", 2e-6, n=40))
+    _gate(state)
+    state.gate_failed = True  # as pytest_sessionfinish sets it
+    terminal = FakeTerminal()
+    pytest_terminal_summary(terminal, 1, config)  # type: ignore[arg-type]
+    assert terminal.stats[GATE_FAILED] == [state.report]

@@ -15,7 +15,7 @@ from plugin_doubles import FakeConfig
 
 
 def _m(stmt: str, centre: float) -> Measurement:
-    return Measurement(1, [centre * (1 + i / 200) for i in range(12)], TaskSpec(stmt, "pass"))
+    return Measurement(1, [centre * (1 + i / 200) for i in range(40)], TaskSpec(stmt, "pass"))
 
 
 def _finish(config: FakeConfig, results: list[Measurement]) -> tuple[_Session, SimpleNamespace]:

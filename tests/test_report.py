@@ -5,15 +5,19 @@ screenshot from the same history.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 import chromium
 import history_repo
+import hostile
 from opbench.analysis import report
 
 # .ci/run installs Chromium and sets this: there a missing browser fails, not skips.
@@ -202,3 +206,156 @@ def test_machines_side_by_side_times_and_counts_on_their_own_charts(tmp_path, br
     units = browser.evaluate("[...document.querySelectorAll('svg.chart-svg')].map(s => "
                              "s.querySelector('.axes > text[transform]').textContent)")
     assert units == ["us per run", "instructions"] * 2
+
+
+# -- hostile names, redaction, where the site is written (issue 34) -------------------------
+
+class _Tree(HTMLParser):
+    """An HTML document as html.parser reads it: each element with its attributes and
+    text, in document order (``<script>``'s content is its text, as a browser's)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[dict] = []
+        self._open: list[dict] = []
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        element = {"tag": tag, "attrs": dict(attrs), "text": ""}
+        self.elements.append(element)
+        if tag not in ("meta", "br", "img", "link", "polyline"):
+            self._open.append(element)
+
+    def handle_endtag(self, tag):
+        while self._open:
+            if self._open.pop()["tag"] == tag:
+                break
+
+    def handle_data(self, data):
+        for element in self._open:
+            element["text"] += data
+
+    def all(self, tag: str) -> list[dict]:
+        return [e for e in self.elements if e["tag"] == tag]
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory) -> Path:
+    mp = pytest.MonkeyPatch()
+    try:
+        root = hostile.history(tmp_path_factory.mktemp("hostile") / "store", mp)
+    finally:
+        mp.undo()
+    return report.write(root.parent / "site", root=root)
+
+
+def test_hostile_names_are_text_on_every_page(hostile_site):
+    index = _Tree((hostile_site / "index.html").read_text())
+    assert index.all("script") == [] and len(index.all("h1")) == 1
+    links = [a for a in index.all("a") if a["attrs"]["href"].startswith("bench/")]
+    # (HTML reads a carriage return as a line feed, as the file's text does here.)
+    assert sorted(a["text"] for a in links) == sorted(n.replace("\r", "\n") for n in hostile.NAMES)
+    for link in links:
+        page = _Tree((hostile_site / link["attrs"]["href"]).read_text())
+        assert [h["text"] for h in page.all("h1")] == [link["text"]]
+        data_script, chart_script = page.all("script")  # nothing else became a script
+        assert chart_script["attrs"]["src"] == f"../{report.CHART_SCRIPT}"
+        # The data is JSON a browser reads as one script's text: nothing in it may open a
+        # comment, a tag or an entity (a `<!--` there once swallowed the rest of the page).
+        assert not set("<>&") & set(data_script["text"])
+        series = next(iter(json.loads(data_script["text"])["series"].values()))
+        assert series["commits"][0]["subject"] == hostile.NAMES[2] + " " + hostile.NAMES[0]
+        assert series["commits"][0]["branch"] == hostile.NAMES[4]
+
+
+@pytest.mark.slow  # Chromium
+@needs_chromium
+def test_a_subject_that_opens_a_comment_does_not_blank_the_page(hostile_site, browser):
+    index = (hostile_site / "index.html").read_text()
+    page = hostile_site / re.search(r'href="(bench/[^"]+)">&lt;!-- &lt;script&gt;<', index).group(1)
+    browser.open(page)
+    assert browser.evaluate("document.querySelectorAll('script').length") == 2
+    assert browser.evaluate("document.querySelector('h1').textContent") == "<!-- <script>"
+    subject = browser.evaluate("Object.values(JSON.parse(document.getElementById("
+                               "'opbench-data').textContent).series)[0].commits[0].subject")
+    assert subject == hostile.NAMES[2] + " " + hostile.NAMES[0]
+    assert browser.evaluate("document.querySelectorAll('.chart svg').length") == 1
+    assert browser.errors() == []
+
+
+def test_redact_drops_host_names_and_paths(tmp_path, monkeypatch):
+    from opbench import Measurement, TaskSpec, environment
+    from opbench.store import baselines
+
+    real = environment.collect
+    monkeypatch.setattr(environment, "collect", lambda: {**real(), "hostname": "build-host-7"})
+    store = tmp_path / "store"
+    for t in (1e-6, 2e-6):
+        baselines.autosave([Measurement(1, [t] * 5, TaskSpec("f()", "pass", name="f"))],
+                           root=store)
+    damaged = baselines.runs(store)[0]
+    damaged.write_text("{")
+    plain = report.write(tmp_path / "plain", root=store)
+    text = "".join(p.read_text() for p in plain.rglob("*.html"))
+    assert "build-host-7" in text  # shown unless redacted
+    assert str(store) not in text and f"{damaged.parent.name}/{damaged.name}" in text
+    redacted = report.write(tmp_path / "redacted", root=store, redact=True)
+    text = "".join(p.read_text() for p in redacted.rglob("*.html"))
+    assert "build-host-7" not in text and str(tmp_path) not in text
+    assert damaged.name in text  # the damaged file is still named
+    r = subprocess.run([sys.executable, "-m", "opbench", "report", "--redact", "--root",
+                        str(store), "-o", str(tmp_path / "cli")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "build-host-7" not in "".join(p.read_text() for p in (tmp_path / "cli").rglob("*.html"))
+
+
+def test_a_site_written_where_others_can_write_is_warned_about(tmp_path):
+    import warnings
+
+    from opbench.errors import UnsafeFolderWarning
+
+    store = tmp_path / "store"
+    from opbench import Measurement, TaskSpec
+    from opbench.store import baselines
+
+    baselines.autosave([Measurement(1, [1e-6] * 5, TaskSpec("f()", "pass", name="f"))], root=store)
+    shared = tmp_path / "public"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    with pytest.warns(UnsafeFolderWarning, match=f"{shared}: it can be written by its group and "
+                                                 "every user"):
+        report.write(shared, root=store)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnsafeFolderWarning)
+        report.write(tmp_path / "private", root=store)
+
+
+@needs_chromium
+def test_tags_label_the_axis_and_changes_within_the_noise_are_drawn_faint(tmp_path, browser):
+    from opbench.core.measurement import Measurement, TaskSpec
+    from opbench.store import baselines
+
+    levels = [1.0, 1.0, 1.0, 1.012, 1.012, 1.012, 1.5, 1.5, 1.5]  # +1.2%: within; +48%: beyond
+    for rep in range(2):
+        for i, level in enumerate(levels):
+            git = {"commit": f"{i + 1:040x}", "branch": None, "dirty": False, "position": i + 1,
+                   "commit_time": f"2026-01-01T00:{i:02d}:00Z", "subject": f"release {i}",
+                   "tags": [f"v1.{i}"] if i % 2 == 0 else []}
+            noise = 1 + 0.004 * ((rep * 2 + i) % 3 - 1)
+            times = [level * noise * 1e-6 * (1 + k / 4000) for k in range(40)]
+            baselines.autosave([Measurement(1, times, TaskSpec("f()", "pass", name="f"))],
+                               root=tmp_path / "store", git=git)
+    site = report.write(tmp_path / "site", root=tmp_path / "store")
+    browser.open(page_of(site, "f"))
+    assert browser.errors() == []
+    labels = browser.evaluate("[...document.querySelectorAll('.commit-label')]"
+                              ".map(e => e.textContent)")
+    assert labels[:3] == ["v1.0", "0000000", "v1.2"]  # the tag, else the hash
+    steps = browser.evaluate("[...document.querySelectorAll('.step')].map(e => e.dataset.commit)")
+    assert steps == [f"{7:040x}"]
+    minor = browser.evaluate("[...document.querySelectorAll('.minor-step title')]"
+                             ".map(e => e.textContent)")
+    assert minor and all("within the noise" in t for t in minor)
+    browser.hover(*centre(browser, "circle.point", 0))
+    assert "v1.0 " in browser.evaluate("document.querySelector('.tooltip').innerText")

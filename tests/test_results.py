@@ -16,6 +16,7 @@ from conftest import strip_object_line
 from opbench import errors
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement, TaskSpec
+from opbench.core.memory import MemoryCounts
 from opbench.store import results
 from opbench.store.results import ResultsFileError, dumps, load, save
 
@@ -25,7 +26,7 @@ ENV = {"hostname": "h", "cpu_count": 2}
 def sample() -> list[Measurement]:
     spec = TaskSpec("x.sum()", "x = torch.ones(3)\ny = 2", "", "Sum", "[3]", "sum", "env1", 4)
     return [
-        Measurement(1000, [0.1 + 0.2, 1e-300, 5e-324, 123456789.123456789, 2 / 3], spec,
+        Measurement(1000, [0.1 + 0.2, 1.0000000000000002e-27, 5e-27, 123456789.123456789, 2 / 3], spec,
                     metadata={"n": 3, "tags": ["a", "b"], "nested": {"x": None, "y": 1.5}},
                     overhead=3.3e-8, clock="cuda-events",
                     info={"converged": True, "relative_ci": 0.0099, "stop_reason": "target"}),
@@ -206,7 +207,10 @@ def _mutations(text: str, rng: random.Random):
     for _ in range(60):
         yield raw[:rng.randrange(len(raw))]
     doc = json.loads(text)
-    replacements = [None, True, 0, -1, 1.5, float("nan"), float("inf"), "", "x", [], {}, [0], 10**30]
+    # The last four are issue 34's: times that are floats but no clock's (they crashed
+    # `show` with OverflowError), and counts past any counter's 64 bits.
+    replacements = [None, True, 0, -1, 1.5, float("nan"), float("inf"), "", "x", [], {}, [0], 10**30,
+                    1e-320, 1e308, 10**400, 2**64]
 
     def paths(node, prefix=()):
         yield prefix
@@ -224,6 +228,23 @@ def _mutations(text: str, rng: random.Random):
             parent = parent[k]
         parent[where[-1]] = rng.choice(replacements)
         yield json.dumps(mutated).encode()
+    yield from _damaged(text, rng)
+
+
+def _damaged(text: str, rng: random.Random):
+    """Issue 34's damage: a number of 5,000 digits (past Python's int conversion limit),
+    nesting deeper than the parser recurses, at random places of a valid file."""
+    import re
+
+    numbers = [m.span() for m in re.finditer(r"(?<![\w.])\d+(?![\w.])", text)]
+    for _ in range(20):
+        start, end = rng.choice(numbers)
+        yield (text[:start] + "7" * 5000 + text[end:]).encode()
+    values = [m.end() for m in re.finditer(r'": ', text)]
+    for depth in (2_000, 200_000):
+        at = rng.choice(values)
+        yield (text[:at] + "[" * depth + "1" + "]" * depth + text[at:].split(",", 1)[-1]).encode()
+        yield (text[:at] + '{"a": ' * depth + "1" + "}" * depth + ", " + text[at:]).encode()
 
 
 def test_fuzzed_files_load_usable_or_raise_results_file_error(tmp_path):
@@ -241,6 +262,38 @@ def test_fuzzed_files_load_usable_or_raise_results_file_error(tmp_path):
         _usable(loaded)
         outcomes["loaded"] += 1
     assert outcomes["refused"] > 100 and outcomes["loaded"] > 10, outcomes
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda t: t.replace('"number_per_run": 1000', '"number_per_run": ' + "9" * 5000),
+     "a number of more than 4300 digits"),
+    (lambda t: t.replace('"metadata": {', '"metadata": {"deep": ' + "[" * 100_000 + "]" * 100_000
+                         + ", ", 1), "nested too deeply"),
+    (lambda t: t.replace("0.30000000000000004", "1e-320"), r"between 1e-30 and 1e\+30 seconds"),
+    (lambda t: t.replace("0.30000000000000004", "1e308"), r"between 1e-30 and 1e\+30 seconds"),
+    (lambda t: t.replace('"counts": [\n    5000', '"counts": [\n    ' + "9" * 400), "counts"),
+    (lambda t: t.replace('"num_threads": ', '"flops": 1e300, "num_threads": ', 1), "flops"),
+])
+def test_damage_that_used_to_escape_is_a_results_file_error(tmp_path, damage, message):
+    """Issue 34: these escaped as ValueError, RecursionError or (later, in show)
+    OverflowError."""
+    items = [*sample(), InstructionCounts(100, (5000, 5010), TaskSpec("x + 1", "x = 1"),
+                                          baseline=1000)]
+    text = dumps(items, environment=ENV)
+    damaged = damage(text)
+    assert damaged != text
+    with pytest.raises(ResultsFileError, match=message):
+        results.loads(damaged, source="damaged")
+
+
+def test_a_file_past_the_size_limit_is_refused_unread(tmp_path, monkeypatch):
+    path = save(sample(), tmp_path / "r.json", environment=ENV)
+    monkeypatch.setenv("OPBENCH_MAX_FILE_MB", "0.001")  # 1,048 bytes
+    with pytest.raises(ResultsFileError, match=r"r\.json: [\d,]+ bytes, more than the 1,048 .*"
+                                                r"OPBENCH_MAX_FILE_MB"):
+        load(path)
+    results_, problems = results.load_valid(path)
+    assert len(results_) == 0 and "OPBENCH_MAX_FILE_MB" in problems[0]
 
 
 def test_files_get_the_umask_permissions_not_mkstemp_s(tmp_path):
@@ -271,6 +324,20 @@ def test_instruction_counts_round_trip(tmp_path):
     assert loaded.instructions == [c] and loaded.instructions[0].info == {"denoised": True}
     assert loaded.instructions[0].per_run == pytest.approx(500.05)
     assert len(loaded) == 1
+
+
+def test_memory_counts_round_trip_and_bad_counts_are_named(tmp_path):
+    host = {"allocations": [500, 500], "bytes": [409_600] * 2, "peak": [4096] * 2, "growth": [0, 0]}
+    c = MemoryCounts(100, {"host": host}, TaskSpec("torch.add(a, b)", "pass", name="add"),
+                     info={"memory_counter": "preloaded"})
+    path = save([sample()[1], c], tmp_path / "r.json", environment=ENV)
+    loaded = load(path)
+    assert loaded.memory == [c] and loaded.memory[0].info == {"memory_counter": "preloaded"}
+    assert json.loads(path.read_text())["memory"][0]["per_call"]["host"]["bytes"] == 4096.0
+    doc = json.loads(path.read_text())
+    doc["memory"][0]["counts"]["host"]["bytes"] = [1.5, 2]
+    with pytest.raises(ResultsFileError, match=r"memory\[0\] \(add\)\.counts: host\.bytes"):
+        results.loads(json.dumps(doc))
 
 
 def test_torch_measurements_are_saved_converted(tmp_path):

@@ -139,3 +139,24 @@ def test_real_timer_converges():
     m = converge(Timer("sum(range(20))"), target=0.05, min_run_time=0.02, max_run_time=1.0)
     assert m.info["stop_reason"] in ("target", "plateau", "max_run_time")
     assert m.task_spec.stmt == "sum(range(20))" and m.median > 0
+
+
+def test_sample_with_a_block_length_sizes_blocks_by_time() -> None:
+    import opbench
+    from opbench.core.stopping import sample
+
+    class Spy(opbench.Timer):
+        asked: list[tuple[str, float]] = []
+
+        def block_size(self, min_run_time: float) -> int:
+            self.asked.append(("torch", min_run_time))
+            return super().block_size(min_run_time)
+
+        def block_size_for(self, seconds: float) -> int:
+            self.asked.append(("for", seconds))
+            return super().block_size_for(seconds)
+
+    m = sample(Spy("sum(range(100))"), min_run_time=0.01, min_samples=12, block=0.001)
+    assert Spy.asked == [("for", 0.001)] and len(m.times) >= 12
+    sample(Spy("sum(range(100))"), min_run_time=0.01, min_samples=3)
+    assert Spy.asked[-1] == ("torch", 0.01)

@@ -8,6 +8,8 @@ import opbench
 from opbench import _C
 
 STUB = pathlib.Path(opbench.__file__).with_name("_C.pyi")
+# Stub classes that type a submodule of the extension, not a class of it.
+SUBMODULES = {"_Callgrind": "callgrind", "_Memory": "memory", "_PythonFrames": "python_frames"}
 
 
 def _stub_names() -> tuple[set[str], dict[str, set[str]]]:
@@ -24,7 +26,7 @@ def _stub_names() -> tuple[set[str], dict[str, set[str]]]:
                 n.name if isinstance(n, ast.FunctionDef) else n.target.id
                 for n in node.body if isinstance(n, (ast.FunctionDef, ast.AnnAssign))
             }
-    return top - {"_Callgrind"}, members
+    return top - set(SUBMODULES), members
 
 
 def _public(obj) -> set[str]:
@@ -34,9 +36,10 @@ def _public(obj) -> set[str]:
 def test_stub_matches_module():
     top, members = _stub_names()
     assert top == _public(_C)
-    for cls in ("CudaContext", "CudaEvent"):
+    for cls in ("CudaContext", "CudaEvent", "SchedProbe"):
         assert members[cls] - {"__init__"} == _public(getattr(_C, cls))
-    assert members["_Callgrind"] == _public(_C.callgrind)
+    for cls, submodule in SUBMODULES.items():
+        assert members[cls] == _public(getattr(_C, submodule))
 
 
 # -- signatures ------------------------------------------------------------------
@@ -101,7 +104,7 @@ def _stub_functions():
         if isinstance(node, ast.FunctionDef):
             yield node.name, getattr(_C, node.name), node
         elif isinstance(node, ast.ClassDef):
-            owner = _C.callgrind if node.name == "_Callgrind" else getattr(_C, node.name)
+            owner = getattr(_C, SUBMODULES.get(node.name, node.name))
             for n in node.body:
                 if isinstance(n, ast.FunctionDef):
                     yield f"{node.name}.{n.name}", getattr(owner, n.name), n

@@ -81,6 +81,18 @@ def test_one_sweep_writes_a_file_at_a_time(tmp_path):
     SweepWriter(path, "timeit", {}, resume=True).close()  # released on close
 
 
+@pytest.mark.parametrize("line", ['{"key": "k", "status": "ok", "result": ' + "[" * 100_000,
+                                  '{"key": "k", "index": ' + "7" * 5000 + ', "status": "ok"}'])
+def test_a_line_nested_too_deeply_or_with_too_long_a_number_is_named(tmp_path, line):
+    """Issue 34: these raised RecursionError and ValueError, which stopped `history`."""
+    path = tmp_path / "s.jsonl"
+    with SweepWriter(path, "timeit", {}) as out:
+        out.add_result("k0", 0, _doc("a", 1e-6))
+    path.write_text(path.read_text() + line + "\n")
+    with pytest.raises(ResultsFileError, match=r"s\.jsonl: line 3: corrupt"):
+        opbench.load(path)
+
+
 def test_corrupt_and_future_files_name_the_problem(tmp_path):
     path = tmp_path / "s.jsonl"
     with SweepWriter(path, "timeit", {}) as out:

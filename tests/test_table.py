@@ -6,6 +6,7 @@ import pytest
 from opbench import Measurement, TaskSpec
 from opbench.analysis.table import build
 from opbench.core.instructions import InstructionCounts
+from opbench.core.memory import MemoryCounts
 
 
 def _m(t: float, stmt: str = "f()", threads: int = 1, **spec: str) -> Measurement:
@@ -46,8 +47,23 @@ def test_instruction_counts_show_whole_and_pool_their_repeats() -> None:
 
 
 def test_times_and_counts_do_not_share_a_table() -> None:
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="one kind"):
         build([_m(1e-6), InstructionCounts(10, (5,), TaskSpec("f()", "pass"))])
+
+
+def _memory(description: str, allocations: int, nbytes: int, growth: int = 0) -> MemoryCounts:
+    host = {"allocations": (allocations * 10,), "bytes": (nbytes * 10,), "peak": (nbytes,),
+            "growth": (growth * 10,)}
+    return MemoryCounts(10, {"host": host}, TaskSpec("f()", "pass", description=description))
+
+
+def test_memory_counts_show_allocations_and_bytes_per_call_and_a_leak() -> None:
+    [table] = build([_memory("a", 5, 4096), _memory("b", 1, 64, growth=64), _memory("a", 5, 4096)])
+    assert table.unit == "memory" and table.note.startswith("Cells are allocations / bytes")
+    assert [t.strip() for t in table.rows[0].texts] == ["5 / 4.00 KiB", "1 / 64 B leaks 64 B"]
+    assert table.rows[0].cells[0].repeats == 2  # replicates pooled
+    with pytest.raises(ValueError, match="one kind"):
+        build([_m(1e-6), _memory("a", 1, 8)])
 
 
 def test_counts_of_different_run_numbers_are_not_pooled() -> None:

@@ -2,9 +2,10 @@
 //
 // Each `// opbench:slot NAME` line is replaced by the user's code for NAME (global_setup, setup,
 // stmt) between `#line` directives, so compiler diagnostics quote the user's own line numbers;
-// `torch_include` becomes the torch header the code needs, or nothing. Left as it is, the file is
-// a timer of an empty statement and compiles alone (tests/test_cpp_engine.py). Names the
-// user's code could collide with carry an `opbench_` prefix and a trailing underscore.
+// `torch_include` becomes the torch headers the code needs (engines/cpp/torch_headers.py), or
+// nothing. Left as it is, the file is a timer of an empty statement and compiles alone
+// (tests/test_cpp_engine.py). Names the user's code could collide with carry an `opbench_`
+// prefix and a trailing underscore.
 // opbench:slot torch_include
 #include <cstdint>
 #include <cstring>

@@ -31,6 +31,8 @@ from opbench.errors import (
     KeyCollisionError,
     LaunchHoldWarning,
     MachineWarning,
+    MemoryCountError,
+    MemoryUnavailableError,
     NothingToCompareError,
     OverheadError,
     PlacementError,
@@ -61,6 +63,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers; imported on fi
         trim_sigfig,
         unit_to_english,
     )
+    from opbench.core.memory import MemoryCounts
     from opbench.engines import cuda
     from opbench.engines.cpp import include_dir
     from opbench.store.results import load, save
@@ -103,6 +106,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "select_unit": ("opbench.core.measurement", "select_unit"),
     "trim_sigfig": ("opbench.core.measurement", "trim_sigfig"),
     "unit_to_english": ("opbench.core.measurement", "unit_to_english"),
+    "MemoryCounts": ("opbench.core.memory", "MemoryCounts"),
     "cuda": ("opbench.engines.cuda", None),
     "include_dir": ("opbench.engines.cpp", "include_dir"),
     "load": ("opbench.store.results", "load"),
@@ -151,6 +155,9 @@ __all__ = [
     "LaunchHoldWarning",
     "MachineWarning",
     "Measurement",
+    "MemoryCountError",
+    "MemoryCounts",
+    "MemoryUnavailableError",
     "NothingToCompareError",
     "OverheadError",
     "ParameterAlias",
@@ -191,7 +198,15 @@ __all__ = [
 # (`opbench.compile.bench_all(...)`), loaded on first access through their
 # old paths (opbench._moved).
 _LAZY_MODULES = {"compile", "plot", "export", "profile", "op_fuzzers", "fuzzer", "stats",
-                 "peaks", "roofline", "work"}
+                 "peaks", "roofline", "work", "utils"}
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext opbench``: the ``%opbench`` / ``%%opbench`` magics
+    (``opbench.integrations.notebook``; IPython is imported only then)."""
+    from opbench.integrations.notebook import load_ipython_extension as load
+
+    load(ipython)
 
 
 def __getattr__(name: str) -> Any:

@@ -16,9 +16,14 @@ def is_count(value: Any, minimum: int = 1) -> bool:
 
 
 def is_finite_number(value: Any) -> bool:
-    """An int or float (not a bool) that is neither nan nor infinite."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
+    """An int or float (not a bool) that is neither nan nor infinite (nor an int too large
+    to be a float)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past 1.8e308: what a damaged file can hold
+        return False
 
 
 def check_count(name: str, value: Any, minimum: int = 1) -> None:

@@ -10,11 +10,14 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Union
+
+from opbench._ownership import euid
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -35,21 +38,29 @@ _umask_lock = threading.Lock()
 
 def _default_mode(target: Path) -> int:
     """The old file's permissions, else what a new file gets (0o666 minus the umask):
-    mkstemp's 0600 would hide results from a CI artifact server running as another user."""
+    mkstemp's 0600 would hide results from a CI artifact server running as another user.
+
+    Only a regular file of the user's own lends its mode, and never its setuid, setgid
+    or sticky bit: a link there (to any file, a setuid program included) or another
+    user's file gets the new file's mode."""
     try:
-        return os.stat(target).st_mode & 0o7777
+        st = os.lstat(target)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == euid():
+            return stat.S_IMODE(st.st_mode) & 0o777
     except FileNotFoundError:
-        with _umask_lock:  # the only portable way to read the umask is to set it
-            umask = os.umask(0o022)
-            os.umask(umask)
-        return 0o666 & ~umask
+        pass
+    with _umask_lock:  # the only portable way to read the umask is to set it
+        umask = os.umask(0o022)
+        os.umask(umask)
+    return 0o666 & ~umask
 
 
 def atomic_write(path: PathLike, write: Callable[[IO[bytes]], Any]) -> Path:
     """Calls ``write(binary_file)`` on a temporary file beside ``path``, flushes it to
-    disk, then renames it over ``path``. On any error the old file is untouched and
-    the temporary one removed. The file gets the old file's permissions, or the
-    umask's for a new one. Returns ``path`` as a Path."""
+    disk, then renames it over ``path`` (a link there is replaced, never written
+    through). On any error the old file is untouched and the temporary one removed.
+    The file gets the old file's permissions (``_default_mode``), or the umask's for
+    a new one. Returns ``path`` as a Path."""
     target = check_writable(path)
     mode = _default_mode(target)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")

@@ -28,12 +28,15 @@ class Floor(NamedTuple):
 
 
 FLOORS: tuple[Floor, ...] = (
-    Floor("native", "clock, loops, callgrind client requests, the CUDA driver (C++, `csrc/bindings/`)",
+    Floor("native", "clock, loops, callgrind client requests, the CUDA driver, the allocation "
+                    "counter's switches (C++, `csrc/bindings/`)",
           ("opbench._C",)),
     Floor("base", "errors and warnings, argument checks, the gate's named choices, atomic files, "
-                  "threads, text, the machine, progress bars, the old import paths, this table",
+                  "private folders, threads, text, Markdown, redaction, the machine, progress "
+                  "bars, the old import paths, this table",
           ("opbench._version", "opbench.errors", "opbench._checks", "opbench._choices",
-           "opbench._files", "opbench._threads", "opbench._text", "opbench.environment",
+           "opbench._files", "opbench._ownership", "opbench._threads", "opbench._text",
+           "opbench._markdown", "opbench._redact", "opbench.environment",
            "opbench.progress", "opbench._moved", "opbench._floors")),
     Floor("stats", "statistics of timings, decisions (is B faster?), change points, torch's "
                    "float32 arithmetic",
@@ -41,10 +44,12 @@ FLOORS: tuple[Floor, ...] = (
     Floor("engines", "how a statement runs `n` times: Python, C++ (with its compiler, precompiled "
                      "headers and cache), CUDA device time",
           ("opbench.engines",)),
-    Floor("core", "`Measurement`, instruction counts, stopping rules, first calls, profiles; "
+    Floor("core", "`Measurement`, instruction and memory counts, stopping rules, first calls, profiles; "
                   "work, throughput and peaks; the fuzzers",
           ("opbench.core", "opbench.fuzz")),
     Floor("callgrind", "instruction counts under valgrind", ("opbench.callgrind",)),
+    Floor("memory", "allocations, bytes, peaks and leaks per call, counted by a preloaded "
+                    "allocation counter", ("opbench.memory",)),
     Floor("timer", "`Timer` (torch's algorithms), which drives everything below", ("opbench.timer",)),
     Floor("store", "results files, sweep files, baselines, the history of runs over commits",
           ("opbench.store",)),
@@ -54,8 +59,9 @@ FLOORS: tuple[Floor, ...] = (
           ("opbench.analysis", "opbench.gate")),
     Floor("sweep", "`run_all`: sweeps, placement on cores, executors (local, Dask, Ray)",
           ("opbench.sweep",)),
-    Floor("front", "the command line, the pytest plugin, `import opbench`",
-          ("opbench.integrations", "opbench.__main__", "opbench")),
+    Floor("front", "the command line, the pytest plugin, `import opbench`, torch's module paths",
+          ("opbench.integrations", "opbench.utils", "opbench.op_fuzzers", "opbench.__main__",
+           "opbench")),
 )
 
 
@@ -102,7 +108,9 @@ def _where(name: str) -> str:
 
 # The members that are packages (folders); the others are modules.
 PACKAGES = ("opbench.stats", "opbench.engines", "opbench.core", "opbench.fuzz", "opbench.callgrind",
-            "opbench.store", "opbench.analysis", "opbench.gate", "opbench.sweep", "opbench.integrations")
+            "opbench.memory",
+            "opbench.store", "opbench.analysis", "opbench.gate", "opbench.sweep", "opbench.integrations",
+            "opbench.utils", "opbench.op_fuzzers")
 
 
 def may_import(package: str) -> str:

@@ -40,7 +40,6 @@ MOVED = {
     "opbench.fuzzer": "opbench.fuzz.fuzzer",
     "opbench.instructions": "opbench.core.instructions",
     "opbench.measurement": "opbench.core.measurement",
-    "opbench.op_fuzzers": "opbench.fuzz.op_fuzzers",
     "opbench.placement": "opbench.sweep.placement",
     "opbench.plot": "opbench.analysis.plot",
     "opbench.profile": "opbench.core.profile",

@@ -4,6 +4,10 @@
 Python, opbench, torch, CUDA, threads, host) cheaply: it never imports torch,
 it only reports on a torch that this process already imported.
 
+``cpu_snapshot()`` reads how busy the CPUs were (``/proc/stat``) and how much of
+that was this process, so that ``opbench.core.disturbance`` can say how many CPUs
+other processes held while a measurement ran.
+
 ``check_machine()`` warns (``MachineWarning``, shown once per process per
 cause, recorded on every result measured meanwhile; see ``opbench.errors``)
 about a frequency-scaling governor other than ``performance`` and about
@@ -26,15 +30,18 @@ import platform
 import re
 import socket
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from opbench import _C
 from opbench._version import __version__
 from opbench.errors import MachineWarning, SampleSizeWarning, WarningRecord, warn
 
-__all__ = ["BASELINE_DIR_ENV", "check_machine", "collect", "machine_id", "project_root",
-           "root_dir", "warn_too_few_samples"]
+__all__ = ["BASELINE_DIR_ENV", "CpuSnapshot", "allowed_cpus", "check_machine", "collect",
+           "cpu_snapshot", "governors", "hypervisor", "isolated_cpus", "machine_id",
+           "process_cpu_times", "project_root", "root_dir", "smt_siblings", "turbo",
+           "warn_too_few_samples"]
 
 _GOVERNOR_GLOB = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor"
 
@@ -56,6 +63,141 @@ def governors() -> dict[str, int]:
         if text and text.strip():
             counts[text.strip()] = counts.get(text.strip(), 0) + 1
     return counts
+
+
+def allowed_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), else every CPU."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+class CpuSnapshot(NamedTuple):
+    """Cumulative CPU time of the machine and of this process at one moment, in seconds.
+
+    The difference of two snapshots says what the CPUs did in between: ``busy``
+    (running anything: user, nice, system, interrupts), ``steal`` (a virtual
+    machine's CPUs running another guest), ``total`` (every state, idle included)
+    and ``own`` (this process, all its threads).
+    """
+
+    wall: float
+    busy: float
+    steal: float
+    total: float
+    own: float
+
+    def others_since(self, earlier: CpuSnapshot) -> float | None:
+        """CPUs that other processes kept busy, on average, since ``earlier``; None when
+        too little time passed for ``/proc/stat``'s 10 ms ticks to say."""
+        elapsed = self.wall - earlier.wall
+        if elapsed < _MIN_USAGE_WINDOW_S:
+            return None
+        return max(0.0, ((self.busy - earlier.busy) - (self.own - earlier.own)) / elapsed)
+
+    def steal_since(self, earlier: CpuSnapshot) -> float | None:
+        """The fraction of CPU time the hypervisor gave to other guests since ``earlier``."""
+        total = self.total - earlier.total
+        if self.wall - earlier.wall < _MIN_USAGE_WINDOW_S or total <= 0:
+            return None
+        return max(0.0, (self.steal - earlier.steal) / total)
+
+
+# /proc/stat counts in ticks of 1/CLK_TCK s (10 ms): over a shorter window the
+# busy count is mostly rounding.
+_MIN_USAGE_WINDOW_S = 0.25
+_TICK_S = 1.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
+def cpu_snapshot() -> CpuSnapshot | None:
+    """The machine's and this process's CPU time now; None where ``/proc/stat`` is not
+    readable (not Linux).
+
+    Example:
+        >>> a = cpu_snapshot()
+        >>> a is None or a.total >= a.busy >= 0
+        True
+    """
+    text = _read("/proc/stat")
+    if not text or not text.startswith("cpu "):
+        return None
+    # user nice system idle iowait irq softirq steal guest guest_nice (guest time
+    # is already inside user and nice).
+    fields = [int(v) for v in text.split("\n", 1)[0].split()[1:9]]
+    fields += [0] * (8 - len(fields))
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    own = os.times()
+    return CpuSnapshot(
+        wall=time.monotonic(),
+        busy=(user + nice + system + irq + softirq) * _TICK_S,
+        steal=steal * _TICK_S,
+        total=(user + nice + system + idle + iowait + irq + softirq + steal) * _TICK_S,
+        own=own.user + own.system,
+    )
+
+
+def hypervisor() -> bool:
+    """Whether this is a virtual machine (the CPU's ``hypervisor`` flag): its CPUs may
+    share physical cores with other guests, whose load this guest cannot see."""
+    for line in (_read("/proc/cpuinfo") or "").splitlines():
+        if line.startswith("flags"):
+            return " hypervisor" in f" {line.split(':', 1)[-1]} "
+    return False
+
+
+def smt_siblings() -> list[list[int]]:
+    """Groups of CPUs that are hyperthreads of one core (only groups of two or more);
+    empty where the topology is not shown or there is no SMT."""
+    groups: set[tuple[int, ...]] = set()
+    for path in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list"):
+        cpus = _cpu_list(_read(path) or "")
+        if len(cpus) > 1:
+            groups.add(tuple(cpus))
+    return [list(g) for g in sorted(groups)]
+
+
+def isolated_cpus() -> list[int]:
+    """CPUs the kernel keeps other work off (``isolcpus=``); empty when none."""
+    return _cpu_list(_read("/sys/devices/system/cpu/isolated") or "")
+
+
+def turbo() -> bool | None:
+    """Whether the CPU may boost above its base clock (True), may not (False), or None
+    where neither intel_pstate nor cpufreq says."""
+    no_turbo = _read("/sys/devices/system/cpu/intel_pstate/no_turbo")
+    if no_turbo is not None and no_turbo.strip() in ("0", "1"):
+        return no_turbo.strip() == "0"
+    boost = _read("/sys/devices/system/cpu/cpufreq/boost")
+    if boost is not None and boost.strip() in ("0", "1"):
+        return boost.strip() == "1"
+    return None
+
+
+def _cpu_list(text: str) -> list[int]:
+    """``"0-2,5"`` -> ``[0, 1, 2, 5]`` (the kernel's CPU list format)."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        first, _, last = part.partition("-")
+        if first.strip().isdigit():
+            cpus.extend(range(int(first), int(last if last.strip().isdigit() else first) + 1))
+    return cpus
+
+
+def process_cpu_times() -> dict[int, tuple[str, float]]:
+    """pid -> (command name, seconds of CPU it has used) for every process readable in
+    ``/proc``; empty where there is no ``/proc``."""
+    out: dict[int, tuple[str, float]] = {}
+    for path in glob.glob("/proc/[0-9]*/stat"):
+        text = _read(path)
+        if not text or ")" not in text:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()
+        try:
+            out[int(path.split("/")[2])] = (name, (int(fields[11]) + int(fields[12])) * _TICK_S)
+        except (IndexError, ValueError):
+            continue
+    return out
 
 
 def _cpu_model() -> str | None:

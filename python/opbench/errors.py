@@ -44,6 +44,7 @@ __all__ = [
     "CompileError",
     "CompilerNotFoundError",
     "CudaError",
+    "DisturbanceWarning",
     "ElisionWarning",
     "Error",
     "FuzzerSpecError",
@@ -52,6 +53,8 @@ __all__ = [
     "KeyCollisionError",
     "LaunchHoldWarning",
     "MachineWarning",
+    "MemoryCountError",
+    "MemoryUnavailableError",
     "NothingToCompareError",
     "OverheadError",
     "PlacementError",
@@ -65,6 +68,8 @@ __all__ = [
     "SerializationError",
     "SweepError",
     "ThrottleWarning",
+    "UnsafeFolderWarning",
+    "UntrustedPathError",
     "UsageError",
     "WarningRecord",
     "attach",
@@ -151,6 +156,18 @@ class CallgrindUnavailableError(Error, OSError):
     or opbench built without valgrind's headers. The message says what to install."""
 
 
+class MemoryUnavailableError(Error, OSError):
+    """Memory cannot be counted here (``Timer.memory``, ``--opbench-mode=memory``): no
+    allocation counter for this platform, a process where it was not preloaded, or
+    CUDA figures asked for where torch sees no GPU. The message says which, and the fix."""
+
+
+class MemoryCountError(Error, RuntimeError):
+    """A memory count failed for a reason other than the statement's own exception: its
+    process died, or the statement started another process while it was counted (that
+    process's allocations would be missed)."""
+
+
 class SerializationError(Error, ValueError):
     """A value that must cross into another process (a callgrind child, a distributed
     worker) does not serialize; the message names the global and its type."""
@@ -185,6 +202,17 @@ class SchedulerUnreachableError(Error, ConnectionError):
     names the address. A ``ConnectionError`` (an ``OSError``)."""
 
 
+class UnsupportedError(Error, NotImplementedError):
+    """A ``torch.utils.benchmark`` function that opbench keeps under torch's name but does
+    not implement; the message names what to use instead. A ``NotImplementedError``."""
+
+
+class UntrustedPathError(Error, PermissionError):
+    """A folder or file that opbench would load code from, or lock, is owned by another
+    user or can be written by others (a compile cache, the sweep's slot folder): the
+    message names it, what is wrong with it and what to do. A ``PermissionError``."""
+
+
 # -- warnings -----------------------------------------------------------------
 
 class BenchmarkWarning(UserWarning):
@@ -194,6 +222,11 @@ class BenchmarkWarning(UserWarning):
 class MachineWarning(BenchmarkWarning):
     """The machine skews every figure: a CPU governor other than ``performance``, a
     debug build of Python, torch or opbench."""
+
+
+class DisturbanceWarning(BenchmarkWarning):
+    """Other work on the machine pushed a figure up: the measuring threads waited for
+    CPUs (``opbench.core.disturbance``), or more threads were asked for than are free."""
 
 
 class SampleSizeWarning(BenchmarkWarning):
@@ -219,6 +252,11 @@ class ResolutionWarning(BenchmarkWarning):
 
 class ResultsFileWarning(BenchmarkWarning):
     """Part of a result could not be written to a results file and was left out."""
+
+
+class UnsafeFolderWarning(BenchmarkWarning):
+    """A report is written into a folder other users can write to: they could change
+    or replace what is published."""
 
 
 class PrecompiledHeaderWarning(BenchmarkWarning):

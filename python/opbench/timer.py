@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import sys
 import textwrap
+import time
 import types
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -28,10 +29,10 @@ from opbench import _C, environment
 from opbench._checks import check_count, check_positive
 from opbench._threads import set_torch_threads
 from opbench.callgrind.globals import CopyIfCallgrind
-from opbench.core import first_call, work
+from opbench.core import disturbance, first_call, work
 from opbench.core.identity import callable_name, callable_source, describe_callable
 from opbench.core.measurement import Measurement, TaskSpec
-from opbench.engines import Engine, as_engine
+from opbench.engines import Engine, Foreign, as_engine
 from opbench.engines.python import PythonEngine, check_syntax, default_timer, is_python_code
 from opbench.errors import WarningRecord, recording
 from opbench.stats.numerics import f32
@@ -43,8 +44,32 @@ _MAX_BLOCK_SIZE = 2147483647
 
 
 class Language(enum.Enum):
+    """The language of a Timer's statement.
+
+    torch's members (``torch.utils.benchmark.utils.timer.Language``) compare equal to
+    these, both ways, so arguments built with either enum work with either Timer:
+
+        >>> import enum
+        >>> TorchLanguage = enum.Enum("Language", "PYTHON CPP", start=0,
+        ...                           module="torch.utils.benchmark.utils.timer")
+        >>> TorchLanguage.CPP == Language.CPP, Language.CPP in (TorchLanguage.CPP,)
+        (True, True)
+    """
+
     PYTHON = 0
     CPP = 1
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Language):
+            return self is other
+        kind = type(other)
+        if (isinstance(other, enum.Enum) and kind.__name__ == "Language"
+                and kind.__module__.startswith("torch.utils.benchmark")):
+            return other.name == self.name
+        return NotImplemented
+
+    # Members of both enums hash by name: one dict key.
+    __hash__ = enum.Enum.__hash__
 
 
 def _normalize(src: str) -> str:
@@ -258,6 +283,11 @@ class Timer:
         self._overhead: float | None = None
         # Warnings about the measurement in progress (opbench.errors.recording).
         self._warnings: list[WarningRecord] = []
+        # The scheduler's signals around each block (opbench.core.disturbance), for a
+        # real wall clock only: a mock's times have nothing to do with this machine.
+        self._probes = (timer is default_timer or timer in _WALL_CLOCKS) and not isinstance(
+            self._engine, Foreign) and self._engine.clock is None
+        self._probe: disturbance.Probe | None = None
         self._task_spec = TaskSpec(
             stmt=stmt_text,
             setup=setup_text,
@@ -317,7 +347,7 @@ class Timer:
         number = self._estimate_block_size(min_run_time)
         # The search's blocks (and the cold first call) are warm-up: an engine that
         # keeps each call must not put them among the measurement's samples.
-        self._engine.discard_samples()
+        self._discard_warm_up()
         return number
 
     def block_size_for(self, seconds: float) -> int:
@@ -345,7 +375,7 @@ class Timer:
             per_call = min(self._timeit(unit) for _ in range(3)) / unit
             number = min(max(1, round(seconds / per_call / unit)) * unit, _MAX_BLOCK_SIZE)
             self._timeit(number)
-        self._engine.discard_samples()  # the calls so far were warm-up, not samples
+        self._discard_warm_up()  # the calls so far were warm-up, not samples
         return number
 
     def run(self, number: int) -> float:
@@ -367,17 +397,25 @@ class Timer:
         a later ``run`` starts a new one, setup included.
         """
         try:
-            return self._result(number, times)
+            return self._result(number, times, final=True)
         finally:
             self._engine.finish()
 
-    def _result(self, number: int, times: list[float]) -> Measurement:
-        """The Measurement so far, the measurement going on (a stopping rule's look)."""
+    def _result(self, number: int, times: list[float], final: bool = False) -> Measurement:
+        """The Measurement so far, the measurement going on (a stopping rule's look), or
+        (``final``) the one it ends with, judged for disturbance."""
         number_per_run, raw_times = self._engine.samples(number, list(times))
         info = dict(self._info)
         info.update(self._engine.info())
         if number_per_run != number:  # the engine kept each call, not the blocks
             info["block_size"] = number
+        signals = self._probe.record(raw_times) if final and self._probe is not None else None
+        if signals is not None:
+            info[disturbance.INFO_KEY] = signals
+            if disturbance.judge(raw_times, signals).disturbed:
+                with recording(self._warnings):
+                    disturbance.warn_disturbed(
+                        next(iter(self._task_spec.title.splitlines()), "(empty statement)"))
         if self._warnings:
             info["warnings"] = list(self._warnings)
         return Measurement(
@@ -403,17 +441,33 @@ class Timer:
                 self._work_pending = False
                 self._task_spec = work.for_timer(self, self._globals, self._info)
             self._engine.reset()
+            self._probe = None
+            if self._probes and disturbance.enabled():
+                disturbance.check_threads(self._task_spec.num_threads)
+                self._probe = disturbance.Probe(self._task_spec.num_threads)
+
+    def _discard_warm_up(self) -> None:
+        """Forgets the calls timed so far: they warmed up, they are not samples."""
+        self._engine.discard_samples()
+        if self._probe is not None:
+            self._probe.discard()
 
     def _timeit(self, number: int) -> float:
         with recording(self._warnings):
+            probe = self._probe
+            if probe is not None:
+                probe.begin()  # outside the engine's clock reads, as is end()
             # Even a C++ clock read takes tens of ns, so no real block takes under
             # 1 ns; the floor also keeps later divisions finite.
-            return max(self._engine.timeit(number), 1e-9)
+            seconds = max(self._engine.timeit(number), 1e-9)
+            if probe is not None:
+                probe.end(seconds)
+            return seconds
 
     def _warm_up(self, number: int) -> None:
         """One untimed block of ``number // 100`` runs (at least 2), as timeit does."""
         self._timeit(number=max(int(number // 100), 2))
-        self._engine.discard_samples()  # warm-up calls are not samples
+        self._discard_warm_up()
 
     def timeit(self, number: int = 1000000) -> Measurement:
         """Runs the statement ``number`` times (after a short warm-up) as one measurement.
@@ -498,7 +552,7 @@ class Timer:
         total_time = 0.0
         can_stop = False
         times: list[float] = []
-        self._engine.discard_samples()  # block-size search calls are not samples
+        self._discard_warm_up()  # block-size search calls are not samples
         with set_torch_threads(self._task_spec.num_threads):
             while (total_time < min_run_time) or (not can_stop):
                 time_spent = time_hook()
@@ -632,6 +686,28 @@ class Timer:
             collect_baseline=collect_baseline,
             retain_out_file=retain_out_file,
         )
+
+    def memory(self, number: int = 100, *, repeats: int = 3, cuda: bool | None = None) -> Any:
+        """Memory per call of the statement: allocations, bytes, peak and leak, split into
+        Python objects, the native heap and CUDA (``opbench.core.memory.MemoryCounts``).
+
+        Counted in a process started with opbench's allocation counter (this one when it
+        was, else a child: the Timer must pickle), separately from any timing: setup,
+        warm-up and opbench's own loop are outside the figures, which are exact.
+        ``number`` calls are counted per repeat; ``cuda``: True requires CUDA figures,
+        None (default) counts them when the statement uses CUDA. See ``opbench.memory``.
+
+        Raises:
+            MemoryUnavailableError: no allocation counter here, or ``cuda=True`` without CUDA.
+            MemoryCountError: the statement started a process while counted.
+        """
+        from opbench.memory.collect import measure
+
+        return measure(self, number=number, repeats=repeats, cuda=cuda)
+
+
+# Clocks that read wall time, as the default does: only their blocks can wait for a CPU.
+_WALL_CLOCKS = (time.perf_counter, time.monotonic)
 
 
 def _rebuild(cls: type[Timer], kwargs: dict[str, Any]) -> Timer:

@@ -10,6 +10,6 @@
   ``compile_settings`` the settings (columns); ``compile_instructions`` the counts
   under callgrind.
 
-Floor: analysis (may import from native, base, stats, engines, core, callgrind, timer, store and its own
-floor).
+Floor: analysis (may import from native, base, stats, engines, core, callgrind, memory,
+timer, store and its own floor).
 """

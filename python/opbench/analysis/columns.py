@@ -103,7 +103,7 @@ def _format(values: list[float | None]) -> Callable[[float | None], str]:
 
 def apply(table: Table, metrics: tuple[str, ...]) -> Table:
     """``table`` with each description's column replaced by one per metric."""
-    if metrics == (TIME,) or table.unit == "instructions":
+    if metrics == (TIME,) or table.unit in ("instructions", "memory"):
         return table
     columns, rows_texts = [], [[] for _ in table.rows]  # type: ignore[var-annotated]
     cells: list[list[Any]] = [[] for _ in table.rows]

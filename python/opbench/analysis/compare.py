@@ -27,9 +27,10 @@ from typing import Any
 
 from opbench.analysis import columns as _columns
 from opbench.analysis import export, plot
-from opbench.analysis.table import Row, Table, build
+from opbench.analysis.table import Table, build, grades
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement
+from opbench.core.memory import MemoryCounts
 
 __all__ = ["Colorize", "Compare"]
 
@@ -47,27 +48,8 @@ class Colorize(enum.Enum):
     ROWWISE = "rowwise"
 
 
-def _color_segment(segment: str, value: float, best_value: float) -> str:
-    if value <= best_value * 1.01 or value <= best_value + 100e-9:
-        return BEST + BOLD + segment + TERMINATE * 2
-    if value <= best_value * 1.1:
-        return GOOD + BOLD + segment + TERMINATE * 2
-    if value >= best_value * 5:
-        return VERY_BAD + BOLD + segment + TERMINATE * 2
-    if value >= best_value * 2:
-        return BAD + segment + TERMINATE * 2
-    return segment
-
-
-def _best_values(row: Row, group: list[Row], colorize: Colorize) -> list[float | None]:
-    """What each cell of ``row`` is coloured against: the best of its row, or of its
-    column within the row's thread group."""
-    if colorize == Colorize.ROWWISE:
-        return [min(m.median for m in row.cells if m is not None)] * len(row.cells)
-    return [
-        min((c.median for r in group if (c := r.cells[i]) is not None), default=None)
-        for i in range(len(row.cells))
-    ]
+# The terminal's colour for each grade (opbench.analysis.table.grade), torch's codes.
+_ANSI = {"best": BEST + BOLD, "good": GOOD + BOLD, "very bad": VERY_BAD + BOLD, "bad": BAD}
 
 
 def _render(table: Table, colorize: Colorize) -> str:
@@ -85,18 +67,17 @@ def _render(table: Table, colorize: Colorize) -> str:
     lines = ["  |  ".join(cell.center(w) for cell, w in zip(string_rows[0], col_widths))]
     overall_width = len(lines[0])
     body = iter(string_rows[1:])
+    graded = iter(grades(table, colorize == Colorize.ROWWISE)) if colorize != Colorize.NONE \
+        else None
     for group in table.groups():
         lines.append(f"{group[0].num_threads} threads: ".ljust(overall_width, "-"))
-        for row in group:
+        for _row in group:
             cells = next(body)
             out = [cells[0].ljust(col_widths[0])]
-            best = _best_values(row, group, colorize) if colorize != Colorize.NONE else []
-            for i, (text, width, m) in enumerate(zip(cells[1:], col_widths[1:], row.cells)):
+            row_grades = next(graded) if graded is not None else [None] * (len(cells) - 1)
+            for text, width, g in zip(cells[1:], col_widths[1:], row_grades):
                 text = text.center(width)
-                best_value = best[i] if best else None
-                if m is not None and best_value is not None:
-                    text = _color_segment(text, m.median, best_value)
-                out.append(text)
+                out.append(text if g is None else _ANSI[g] + text + TERMINATE * 2)
             lines.append("  |  ".join(out))
     title = (" " + (table.label or "") + " ").center(overall_width - 2, "-")
     warning_note = (
@@ -104,9 +85,10 @@ def _render(table: Table, colorize: Colorize) -> str:
         if table.highlight_warnings else ""
     )
     placement = "".join(f"(~) {note}\n" for note in table.placement_notes())
+    busy = table.disturbance_note()
     return (
         f"[{title}]\n" + "\n".join(lines) + "\n\n"
-        f"{table.note}\n" + warning_note + placement
+        f"{table.note}\n" + warning_note + placement + (f"{busy}\n" if busy else "")
     )
 
 
@@ -117,7 +99,8 @@ class Compare:
     Args:
         results: Measurements to display (replicates of a task are merged); or
             instruction counts (``InstructionCounts``, ``CallgrindStats``), laid
-            out the same way with instructions per run in each cell.
+            out the same way with instructions per run in each cell; or memory
+            counts (``MemoryCounts``, ``Timer.memory``): allocations / bytes per call.
         columns: what each cell shows, one column per metric and description:
             ``"time"`` (the default, torch's table), ``"GB/s"``, ``"TFLOP/s"``,
             ``"% of peak"`` (a list, or a comma-separated string; see
@@ -138,18 +121,24 @@ class Compare:
         self._colorize = Colorize.NONE
         self._highlight_warnings = False
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # A Compare that torch pickled (loaded through torch's paths) has no columns:
+        # it shows torch's one, the time.
+        state.setdefault("_metrics", _columns.check(None))
+        self.__dict__.update(state)
+
     def __str__(self) -> str:
         return "\n".join(self._render())
 
     def extend_results(self, results: Iterable[Any]) -> None:
         """Appends Measurements, or instruction counts (InstructionCounts, or the
         CallgrindStats of ``collect_callgrind``, counted per run with noise symbols
-        removed); raises ValueError for anything else."""
+        removed), or MemoryCounts; raises ValueError for anything else."""
         converted = []
         for r in results:
             if hasattr(r, "stmt_exclusive_stats"):
                 r = InstructionCounts.from_callgrind(r)
-            if not isinstance(r, (Measurement, InstructionCounts)):
+            if not isinstance(r, (Measurement, InstructionCounts, MemoryCounts)):
                 raise ValueError(f"Expected an instance of `Measurement`, got {type(r)} instead.")
             converted.append(r)
         self._results.extend(converted)
@@ -168,6 +157,12 @@ class Compare:
 
     def print(self) -> None:
         print(str(self))
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the tables as HTML, coloured as ``colorize`` colours the
+        terminal, disturbed cells and every footnote shown."""
+        colors = None if self._colorize == Colorize.NONE else self._colorize.value
+        return export.to_html(self, colors=colors)
 
     # -- exports and plots (opbench.analysis.export, opbench.analysis.plot) -----------------------
 

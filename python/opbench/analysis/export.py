@@ -7,8 +7,12 @@ table's unit, formatted as the text table formats it (so
 ``trim_significant_figures`` and ``highlight_warnings`` carry over); a missing
 cell is empty. Colours do not carry over.
 
-CSV is for machines: a header, then one line per (label, num_threads, env,
-row) x column, every cell of the table including missing ones, with
+Markdown is GitHub's: every label, row and column name escaped
+(``opbench._markdown``), so that a name renders as itself and adds no heading,
+link or HTML. CSV is for machines: a header, then one line per (label,
+num_threads, env, row) x column, every cell of the table including missing
+ones (a name that opens with ``=``, ``+``, ``-`` or ``@`` quoted with a leading
+``'``, so that a spreadsheet shows it rather than runs it), with
 
     label, num_threads, env, row, column, median_s, iqr_s, measurements, unit
 
@@ -40,9 +44,11 @@ import html
 import io
 from typing import Any, Protocol
 
+from opbench import _markdown as md
 from opbench._files import PathLike, atomic_write_text
-from opbench.analysis.table import Table
+from opbench.analysis.table import Table, grades
 from opbench.core.measurement import Measurement
+from opbench.core.memory import MemoryCounts
 
 
 class _Tables(Protocol):
@@ -81,11 +87,9 @@ def _cells(table: Table) -> tuple[list[str], list[list[str]], list[bool]]:
     return header, body, numeric
 
 
-def _md_escape(cell: str) -> str:
-    # A pipe would end the cell and `<` could open an HTML tag; multi-line
-    # statements become line breaks inside the cell.
-    cell = cell.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-    return cell.replace("\n", "<br>")
+def _md_lines(note: str | None) -> list[str]:
+    """A footnote as Markdown lines (none when there is no note)."""
+    return [] if note is None else ["", md.escape(note)]
 
 
 def to_markdown(compare: _Tables, path: PathLike | None = None) -> str:
@@ -93,11 +97,13 @@ def to_markdown(compare: _Tables, path: PathLike | None = None) -> str:
     parts = []
     for table in compare.tables():
         header, body, numeric = _cells(table)
-        lines = [f"### {_md_escape(table.label) if table.label is not None else '(no label)'}", ""]
-        lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
+        # Labels, rows and columns are names: escaped (opbench._markdown), so that they
+        # add no heading, link or HTML; multi-line statements break lines in their cell.
+        lines = [f"### {md.escape(table.label) if table.label is not None else '(no label)'}", ""]
+        lines.append(md.row(header))
         lines.append("|" + "|".join("--:" if n else "---" for n in numeric) + "|")
-        lines += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in body]
-        lines += ["", table.note, ""]
+        lines += [md.row(r) for r in body]
+        lines += ["", table.note, *_md_lines(table.disturbance_note()), ""]
         parts.append("\n".join(lines))
     return _write_text("\n".join(parts), path)
 
@@ -106,43 +112,88 @@ def _html_escape(cell: str) -> str:
     return html.escape(cell).replace("\n", "<br>")
 
 
-def to_html(compare: _Tables, path: PathLike | None = None) -> str:
+# Inline styles of graded cells (``colors=True``): the terminal's colours, so a notebook
+# shows what the terminal does, with no stylesheet to carry.
+_GRADE_STYLE = {"best": "color:#1a7f37;font-weight:bold", "good": "color:#0550ae;font-weight:bold",
+                "bad": "color:#cf222e;opacity:0.7", "very bad": "color:#cf222e;font-weight:bold"}
+_BUSY_STYLE = "color:#9a6700;font-weight:bold"
+
+
+def to_html(compare: _Tables, path: PathLike | None = None, *, colors: str | None = None) -> str:
     """The Compare as HTML ``<table>`` fragments (one per label, captioned with the
-    label), every cell escaped; numeric cells carry ``class="num"``."""
+    label), every cell escaped; numeric cells carry ``class="num"``. With ``colors``
+    (``"columnwise"`` or ``"rowwise"``), cells are coloured as Compare colours the
+    terminal (``class="best"``, ``"good"``, ``"bad"``, ``"very-bad"`` and their
+    colour inline); a disturbed cell (``(busy)``) has ``class="busy"``."""
     parts = []
     for table in compare.tables():
         header, body, numeric = _cells(table)
+        graded: list[list[str | None]] = (
+            grades(table, colors == "rowwise") if colors
+            else [[None] * len(table.columns) for _ in table.rows])
         caption = "" if table.label is None else table.label
         lines = ['<table class="opbench-compare">', f"<caption>{_html_escape(caption)}</caption>",
                  "<thead>", "<tr>" + "".join(f"<th>{_html_escape(h)}</th>" for h in header) + "</tr>",
                  "</thead>", "<tbody>"]
-        for r in body:
-            tds = "".join(
-                f'<td class="num">{_html_escape(c)}</td>' if n else f"<td>{_html_escape(c)}</td>"
-                for c, n in zip(r, numeric)
-            )
+        for r, row, row_grades in zip(body, table.rows, graded):
+            keys = r[:len(r) - len(table.columns)]
+            tds = "".join(f'<td class="num">{_html_escape(c)}</td>' if n else
+                          f"<td>{_html_escape(c)}</td>" for c, n in zip(keys, numeric))
+            tds += "".join(_html_cell(c, g, m) for c, g, m in
+                           zip(r[len(keys):], row_grades, row.cells))
             lines.append(f"<tr>{tds}</tr>")
-        lines += ["</tbody>", f'<tfoot><tr><td colspan="{len(header)}">'
-                  f"{_html_escape(table.note)}</td></tr></tfoot>", "</table>"]
+        busy = table.disturbance_note()
+        foot = _html_escape(table.note) + (f"<br>{_html_escape(busy)}" if busy else "")
+        lines += ["</tbody>", f'<tfoot><tr><td colspan="{len(header)}">{foot}</td></tr></tfoot>',
+                  "</table>"]
         parts.append("\n".join(lines))
     return _write_text("\n".join(parts) + "\n", path)
 
 
+def _html_cell(text: str, grade: str | None, cell: Any) -> str:
+    classes, style = ["num"], []
+    if grade is not None:
+        classes.append(grade.replace(" ", "-"))
+        style.append(_GRADE_STYLE[grade])
+    if getattr(cell, "disturbed", False):
+        classes.append("busy")
+        style.append(_BUSY_STYLE)
+    attrs = f' style="{";".join(style)}"' if style else ""
+    return f'<td class="{" ".join(classes)}"{attrs}>{_html_escape(text)}</td>'
+
+
+# What makes a spreadsheet read a cell as a formula (OWASP's "CSV injection"), also
+# after a tab or line break it skips.
+_FORMULA = ("=", "+", "-", "@", "\t", "\n")
+
+
+def _csv_text(cell: str) -> str:
+    """A name as a CSV cell that a spreadsheet shows as text: one that would open a
+    formula gets a leading ``'``. A carriage return becomes a line feed, which the
+    writer quotes (it would end the record unquoted)."""
+    cell = cell.replace("\r\n", "\n").replace("\r", "\n")
+    return "'" + cell if cell.startswith(_FORMULA) else cell
+
+
 def to_csv(compare: _Tables, path: PathLike | None = None) -> str:
-    """The Compare as CSV: one line per table cell, values in seconds (see module doc)."""
+    """The Compare as CSV: one line per table cell, values in seconds (see module doc).
+    A name that a spreadsheet would run as a formula (it opens with ``=``, ``+``,
+    ``-`` or ``@``) is written with a leading ``'``."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_HEADER)
     for table in compare.tables():
-        label = "" if table.label is None else table.label
+        label = "" if table.label is None else _csv_text(table.label)
         for row in table.rows:
             for column, m in zip(table.columns, row.cells):
                 if m is None:
                     stats: list[Any] = ["", "", ""]
                 elif isinstance(m, Measurement):
                     stats = [repr(m.median), repr(m.iqr), len(m.times)]
+                elif isinstance(m, MemoryCounts):  # allocations per call, exact
+                    stats = [repr(m.median), "", m.repeats]
                 else:  # instruction counts: per run, exact (no spread)
                     stats = [repr(m.per_run), "", len(m.counts)]
-                writer.writerow([label, row.num_threads, row.env, row.name,
-                                 "" if column is None else column, *stats, table.unit])
+                writer.writerow([label, row.num_threads, _csv_text(row.env), _csv_text(row.name),
+                                 "" if column is None else _csv_text(column), *stats, table.unit])
     return _write_text(buffer.getvalue(), path)

@@ -9,7 +9,8 @@ precision. This module builds that layout and nothing else, so the text table
 
 Instruction counts (``InstructionCounts``) lay out the same way, each cell
 the instructions per run, shown whole: counts are exact, so there are no
-significant figures to trim.
+significant figures to trim. So do memory counts (``MemoryCounts``), each cell
+the allocations and bytes allocated per call (``MemoryCounts.cell_text``).
 
 Example:
     >>> from opbench import Measurement, TaskSpec
@@ -30,13 +31,18 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import Any, Union
 
+from opbench.core import disturbance as _disturbance
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement, select_unit, trim_sigfig, unit_to_english
+from opbench.core.memory import MemoryCounts
 from opbench.stats import numerics as _numerics
 
-__all__ = ["Row", "Table", "build"]
+__all__ = ["BUSY_MARK", "Row", "Table", "build", "grade", "grades"]
 
-Cell = Union[Measurement, InstructionCounts]
+Cell = Union[Measurement, InstructionCounts, MemoryCounts]
+
+#: What a cell the busy machine pushed up carries after its figure (opbench.core.disturbance).
+BUSY_MARK = _disturbance.MARK
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +98,9 @@ class Table:
         """The line under the table that says what the numbers are."""
         if self.unit == "instructions":
             return "Counts are instructions per run."
+        if self.unit == "memory":
+            return ("Cells are allocations / bytes allocated per call (Python objects and the "
+                    "native heap); a leak is named after them.")
         return f"Times are in {unit_to_english(self.unit)}s ({self.unit})."
 
     @property
@@ -121,9 +130,44 @@ class Table:
                                  f"({limit:.1%})")
         return notes
 
+    def disturbance_note(self) -> str | None:
+        """The footnote for cells the busy machine pushed up (marked ``(busy)``): how many,
+        and why; None when there are none (``opbench.core.disturbance.footnote``)."""
+        return _disturbance.footnote(self.results)
+
     def groups(self) -> list[list[Row]]:
         """The rows split by thread count (the text table's "N threads:" sections)."""
         return [list(rows) for _, rows in itertools.groupby(self.rows, key=lambda r: r.num_threads)]
+
+
+def grade(value: float, best: float) -> str | None:
+    """How a value compares with the best of its column (or row), as Compare colours it:
+    ``"best"`` (within 1% or 100 ns), ``"good"`` (within 10%), ``"very bad"`` (5x or
+    more), ``"bad"`` (2x or more), else None."""
+    if value <= best * 1.01 or value <= best + 100e-9:
+        return "best"
+    if value <= best * 1.1:
+        return "good"
+    if value >= best * 5:
+        return "very bad"
+    if value >= best * 2:
+        return "bad"
+    return None
+
+
+def grades(table: Table, rowwise: bool = False) -> list[list[str | None]]:
+    """Each cell's ``grade`` against the best of its column within its thread group (or
+    of its row), row by row; None for a missing cell."""
+    out = []
+    for group in table.groups():
+        for row in group:
+            if rowwise:
+                best = [min(m.median for m in row.cells if m is not None)] * len(row.cells)
+            else:
+                best = [min((c.median for r in group if (c := r.cells[i]) is not None),
+                            default=math.inf) for i in range(len(row.cells))]
+            out.append([None if m is None else grade(m.median, b) for m, b in zip(row.cells, best)])
+    return out
 
 
 def _leading_digits(value: float) -> int:
@@ -137,32 +181,43 @@ class _ColumnFormat:
     def __init__(self, cells: Sequence[Measurement], scale: float, trim: bool,
                  highlight_warnings: bool) -> None:
         self._trim = trim
-        self.highlight = highlight_warnings and any(m.has_warnings for m in cells)
+        self.highlight = highlight_warnings and any(m.high_variance for m in cells)
+        # A disturbed cell is always marked (a warning you cannot miss); a column
+        # without one keeps torch's width, so an undisturbed table is torch's text.
+        self.busy = any(m.disturbed for m in cells)
         leading = [_leading_digits(m.median / scale) for m in cells]
         decimal_digits = (
             min(max(m.significant_figures - d, 0) for d, m in zip(leading, cells)) if trim else 1
         )
         length = max(leading) + decimal_digits + (1 if decimal_digits else 0)
         warn_width = 7 if self.highlight else 0
-        self._template = f"{{:>{length}.{decimal_digits}f}}{{:>{warn_width}}}"
+        busy_width = len(BUSY_MARK) if self.busy else 0
+        self._template = f"{{:>{length}.{decimal_digits}f}}{{:>{warn_width}}}{{:<{busy_width}}}"
 
-    def text(self, value: float | None, sigfigs: int, spread: float | None) -> str:
+    def text(self, value: float | None, sigfigs: int, spread: float | None,
+             disturbed: bool = False) -> str:
         if value is None:
             return " " * len(self.text(1, sigfigs, None))
         if self._trim:
             value = trim_sigfig(value, sigfigs)
         warning = f" (! {spread * 100:.0f}%)" if self.highlight and spread is not None else ""
-        return self._template.format(value, warning)
+        return self._template.format(value, warning, BUSY_MARK if disturbed else "")
+
+
+def _instructions_text(c: InstructionCounts) -> str:
+    return f"{c.per_run:,.0f}"
 
 
 class _CountFormat:
-    """Instruction counts per run, whole and right-aligned to the column's widest."""
+    """Counts (instructions per run, whole; memory per call), right-aligned to the
+    column's widest."""
 
-    def __init__(self, cells: Sequence[InstructionCounts]) -> None:
-        self._width = max(len(f"{c.per_run:,.0f}") for c in cells)
+    def __init__(self, cells: Sequence[Any], text: Any = _instructions_text) -> None:
+        self._text = text
+        self._width = max(len(text(c)) for c in cells)
 
-    def text(self, c: InstructionCounts | None) -> str:
-        return " " * self._width if c is None else f"{c.per_run:,.0f}".rjust(self._width)
+    def text(self, c: Any | None) -> str:
+        return " " * self._width if c is None else self._text(c).rjust(self._width)
 
 
 def _row_key(r: Cell) -> tuple[int, str, str]:
@@ -172,7 +227,7 @@ def _row_key(r: Cell) -> tuple[int, str, str]:
 
 
 def _table(results: list[Any], trim: bool, highlight_warnings: bool) -> Table:
-    counts = isinstance(results[0], InstructionCounts)
+    counts = isinstance(results[0], (InstructionCounts, MemoryCounts))
     row_keys = list(dict.fromkeys(_row_key(r) for r in results))
     row_keys.sort(key=operator.itemgetter(slice(2)))  # stable: keeps stmt order
     columns = tuple(dict.fromkeys(r.task_spec.description for r in results))
@@ -183,8 +238,10 @@ def _table(results: list[Any], trim: bool, highlight_warnings: bool) -> Table:
     by_column = [[c for row in grid.values() if (c := row[i]) is not None]
                  for i in range(len(columns))]
     if counts:
-        unit, scale, highlight = "instructions", 1.0, False
-        count_formats = [_CountFormat(cells) for cells in by_column]
+        memory = isinstance(results[0], MemoryCounts)
+        unit, scale, highlight = "memory" if memory else "instructions", 1.0, False
+        count_formats = [_CountFormat(cells, MemoryCounts.cell_text) if memory
+                         else _CountFormat(cells) for cells in by_column]
         rows = [Row(*key, cells=tuple(grid[key]), spreads=(None,) * len(columns),
                     texts=tuple(f.text(c) for f, c in zip(count_formats, grid[key])))
                 for key in row_keys]
@@ -195,11 +252,11 @@ def _table(results: list[Any], trim: bool, highlight_warnings: bool) -> Table:
         rows = []
         for key in row_keys:
             cells = grid[key]
-            spreads = tuple(m.iqr / m.median if m is not None and m.has_warnings else None
+            spreads = tuple(m.iqr / m.median if m is not None and m.high_variance else None
                             for m in cells)
             texts = tuple(
                 fmt.text(None, 1, None) if m is None
-                else fmt.text(m.median / scale, m.significant_figures, spread)
+                else fmt.text(m.median / scale, m.significant_figures, spread, m.disturbed)
                 for m, fmt, spread in zip(cells, formats, spreads)
             )
             rows.append(Row(*key, cells=tuple(cells), texts=texts, spreads=spreads))
@@ -215,6 +272,9 @@ def _merge_counts(results: Iterable[InstructionCounts]) -> list[InstructionCount
     merged = []
     for group in groups.values():
         first = group[0]
+        if isinstance(first, MemoryCounts):
+            merged.append(MemoryCounts.joined(group))  # type: ignore[arg-type]
+            continue
         if any((c.number_per_run, c.baseline) != (first.number_per_run, first.baseline)
                for c in group):
             raise ValueError(f"replicates of {first.task_spec.key!r} were counted over different "
@@ -227,20 +287,21 @@ def build(results: Iterable[Cell], *, trim_significant_figures: bool = False,
           highlight_warnings: bool = False) -> list[Table]:
     """The tables a Compare of ``results`` shows, one per label in first-seen order.
 
-    ``results`` are Measurements or InstructionCounts (not both: a time and a
-    count do not share a column). ``trim_significant_figures`` shows each
+    ``results`` are Measurements, InstructionCounts or MemoryCounts (one kind: a
+    time and a count do not share a column). ``trim_significant_figures`` shows each
     median only to the figures its spread supports; ``highlight_warnings``
     marks noisy cells.
 
     Raises:
-        ValueError: times and instruction counts mixed.
+        ValueError: times, instruction counts and memory counts mixed.
     """
     results = list(results)
     kinds = {type(r) for r in results}
     if len(kinds) > 1:
-        raise ValueError("a Compare shows times or instruction counts, not both: "
+        raise ValueError("a Compare shows times, instruction counts or memory counts, one kind: "
                          "make one Compare of each")
-    merged: list[Any] = (_merge_counts(results) if kinds == {InstructionCounts}  # type: ignore[arg-type]
+    merged: list[Any] = (_merge_counts(results)  # type: ignore[arg-type]
+                         if kinds <= {InstructionCounts, MemoryCounts}
                          else Measurement.merge(results))  # type: ignore[arg-type]
     by_label: dict[str | None, list[Any]] = {}
     for r in merged:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["callable_name", "callable_source", "describe_callable", "key", "pytest_key",
-           "same_code", "spec_key", "sweep_keys", "value_identity"]
+           "same_code", "source_file", "spec_key", "sweep_keys", "value_identity"]
 
 # Timer arguments beyond the TaskSpec that decide what a measurement's figures mean.
 _TIMING_KWARGS = ("device_timing", "l2_cache", "layouts", "setup_per_block", "language")
@@ -117,17 +117,44 @@ def callable_name(fn: Callable[..., Any]) -> str:
 
 def callable_source(fn: Callable[..., Any]) -> str | None:
     """Where a Python callable is defined (``file.py:LINE``), plus a partial's argument
-    kinds: tells apart two callables with one name (two lambdas in one test)."""
+    kinds: tells apart two callables with one name (two lambdas in one test). The file
+    is named relative to the project (``source_file``): a results file records no
+    folder of the machine it was measured on."""
     code = getattr(_target(fn), "__code__", None)
     if code is None:
         return None
-    where = f"{code.co_filename}:{code.co_firstlineno}"
+    where = f"{source_file(code.co_filename)}:{code.co_firstlineno}"
     if isinstance(fn, functools.partial):
         simple = (int, float, str, bool, type(None))
         args = [repr(a) if isinstance(a, simple) else type(a).__name__
                 for a in (*fn.args, *fn.keywords.values())]
         where += f" partial({', '.join([*args[:len(fn.args)], *fn.keywords])})"
     return where
+
+
+def source_file(filename: str) -> str:
+    """``filename`` (a code object's) relative to the project root
+    (``environment.project_root``: where the benchmarks' repository is), else to the
+    ``sys.path`` folder it was imported from (``torch/nn/modules/linear.py``), else its
+    name alone; a name that is no path (``<stdin>``) as it is.
+
+    >>> import os
+    >>> source_file(os.path.join(os.getcwd(), "bench", "test_sort.py"))
+    'bench/test_sort.py'
+    """
+    import os
+    import sys
+
+    from opbench.environment import project_root
+
+    if not os.path.isabs(filename):
+        return filename
+    path = os.path.normpath(filename)
+    bases = sorted({os.path.abspath(p) for p in sys.path if p}, key=len, reverse=True)
+    for base in (str(project_root()), *bases):
+        if path.startswith(base.rstrip(os.sep) + os.sep):
+            return os.path.relpath(path, base).replace(os.sep, "/")
+    return os.path.basename(path)
 
 
 # -- sweeps ---------------------------------------------------------------------------

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from opbench import stats
+from opbench._text import WARNING_STYLE, html_pre
+from opbench.core import disturbance as _disturbance
 from opbench.core import throughput
 from opbench.core.throughput import Throughput
 from opbench.stats import numerics as _numerics
@@ -174,6 +176,17 @@ class Measurement(Throughput):
             return getattr(self.task_spec, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # A Measurement that torch pickled (loaded through torch's paths: opbench.utils,
+        # or the sys.modules swap) has torch's fields only: opbench's take their defaults.
+        for field in dataclasses.fields(self):
+            if field.name not in state:
+                if field.default_factory is not dataclasses.MISSING:
+                    state[field.name] = field.default_factory()
+                elif field.default is not dataclasses.MISSING:
+                    state[field.name] = field.default
+        self.__dict__.update(state)
+
     # Statistics use raw time / number_per_run: an extrapolation that hides
     # how overhead amortises over different block sizes, harmless when the
     # Timer chose a block size that makes overhead negligible.
@@ -219,8 +232,34 @@ class Measurement(Throughput):
 
     @property
     def has_warnings(self) -> bool:
+        """torch's IQR warning, or (opbench) a figure the busy machine pushed up."""
+        self._lazy_init()
+        return bool(self._warnings) or self.disturbed
+
+    @property
+    def high_variance(self) -> bool:
+        """torch's warning alone: IQR / median of 10% or more (Compare's ``(! XX%)``)."""
         self._lazy_init()
         return bool(self._warnings)
+
+    @property
+    def disturbance(self) -> _disturbance.Disturbance | None:
+        """What the machine's other work did to this measurement
+        (``opbench.core.disturbance``), from the signals in ``info["disturbance"]``;
+        None where none were taken (a mock timer, a device clock, no schedstat)."""
+        record = (self.info or {}).get(_disturbance.INFO_KEY)
+        if not isinstance(record, dict):
+            return None
+        try:
+            return _disturbance.judge(self.raw_times, record)
+        except (ValueError, TypeError):  # signals that do not fit the times: not judged
+            return None
+
+    @property
+    def disturbed(self) -> bool:
+        """Whether other work on the machine pushed this figure up (see ``disturbance``)."""
+        d = self.disturbance
+        return d is not None and d.disturbed
 
     def _lazy_init(self) -> None:
         if self.raw_times and not self._sorted_times:
@@ -399,8 +438,18 @@ class Measurement(Throughput):
             f"  {n} measurement{'s' if n > 1 else ''}, {self.number_per_run} runs "
             f"{'per measurement,' if n > 1 else ','} {threads} thread{'s' if threads > 1 else ''}"
         )
-        lines.append("\n".join(self._warnings))
+        d = self.disturbance
+        busy = [d.warning()] if d is not None and d.disturbed else []
+        lines.append("\n".join([*self._warnings, *busy]))
         return "\n".join("\n".join(lines).strip().splitlines())
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: torch's text without the object line, its warnings in red."""
+        lines = repr(self).split("\n")[1:]
+        first = next((i for i, line in enumerate(lines) if line.startswith("  WARNING")),
+                     len(lines))
+        return html_pre([(line, None if i < first else WARNING_STYLE)
+                         for i, line in enumerate(lines)], "opbench-measurement")
 
     @staticmethod
     def merge(measurements: Iterable[Measurement]) -> list[Measurement]:
@@ -413,17 +462,17 @@ class Measurement(Throughput):
         groups: dict[TaskSpec, list[Measurement]] = collections.defaultdict(list)
         for m in measurements:
             groups[m.task_spec].append(m)
-        return [
-            Measurement(
-                number_per_run=1,
-                raw_times=[t for m in group for t in m.times],
-                task_spec=task_spec,
-                metadata=None,
-                info={k: v for k, v in group[0].info.items()
-                      if all(m.info.get(k, _MISSING) == v for m in group[1:])},
-            )
-            for task_spec, group in groups.items()
-        ]
+        merged = []
+        for task_spec, group in groups.items():
+            info = {k: v for k, v in group[0].info.items()
+                    if all(m.info.get(k, _MISSING) == v for m in group[1:])}
+            # The blocks' signals pool with their blocks, so the merged figure is judged.
+            signals = _disturbance.merge([m.info.get(_disturbance.INFO_KEY) for m in group])
+            if signals is not None:
+                info[_disturbance.INFO_KEY] = signals
+            merged.append(Measurement(number_per_run=1, raw_times=[t for m in group for t in m.times],
+                                      task_spec=task_spec, metadata=None, info=info))
+        return merged
 
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}

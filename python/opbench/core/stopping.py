@@ -56,10 +56,17 @@ def sample(
     min_run_time: float = 0.2,
     min_samples: int = 10,
     max_run_time: float | None = None,
+    block: float | None = None,
 ) -> Measurement:
     """``blocked_autorange`` with a floor on the number of samples: blocks of torch's
-    size until at least ``min_run_time`` seconds *and* ``min_samples`` blocks were
-    measured, or ``max_run_time`` seconds are spent.
+    size (or of about ``block`` seconds each) until at least ``min_run_time`` seconds
+    *and* ``min_samples`` blocks were measured, or ``max_run_time`` seconds are spent.
+
+    Blocks of a fixed length (``block``, ``Timer.block_size_for``) make runs compare:
+    torch's tenfold search gives blocks from a tenth of a millisecond to tens of
+    milliseconds, by the statement's speed and the noise of the search, and on a busy
+    machine a long block is always preempted while a short one often is not, so a
+    run's fastest blocks would depend on its block size.
 
     A regression gate needs samples, not only time: a 50 ms statement under
     ``min_run_time=0.2`` gives 4 blocks, too few for any interval, and a gate
@@ -77,7 +84,7 @@ def sample(
     """
     check_count("min_samples", min_samples)
     check_run_times(min_run_time, max_run_time if max_run_time is not None else min_run_time)
-    number = timer.block_size(min_run_time)
+    number = timer.block_size(min_run_time) if block is None else timer.block_size_for(block)
     times: list[float] = []
     total = 0.0
     with set_torch_threads(timer.task_spec.num_threads):

@@ -17,11 +17,17 @@ says "no regression" must have looked, so nothing passes silently:
   it is only listed.
 * One ratio everywhere: the decision's estimate (``Decision.ratio``) is the
   Ratio column, the failure line and the JSON ``ratio``.
+* **One figure per run.** Each run of a benchmark counts by its figure, the
+  10th percentile of its per-run times (``opbench.stats.run_figure``: the
+  code's own cost, which load on the machine moves least), as history, ``ab``
+  and ``find`` count it. The table's Baseline and New are the figures the
+  Ratio is computed from: New / Baseline is the ratio.
 * **Runs.** A key with several results on both sides (a file merged from
-  several autosaved runs) is decided on its runs (``decide.runs``: the
-  medians of the runs are the samples, so the between-run variance is in the
-  interval). With one run a side, the interval comes from that run's blocks
-  and covers within-run noise only; the report says so.
+  several autosaved runs) is decided on its runs (``decide.runs``: the runs'
+  figures are the samples, so the between-run variance is in the interval;
+  Baseline and New are their geometric means). With one run a side
+  (``decide.figures``), the interval comes from that run's blocks and covers
+  within-run noise only; the report says so.
 * A benchmark of the baseline missing from the new results is listed, and
   fails the gate with ``fail_on_missing``; new benchmarks are listed.
 * Nothing in common is an error (``NothingToCompareError``), not a pass.
@@ -30,19 +36,23 @@ says "no regression" must have looked, so nothing passes silently:
   (``opbench.throughput``), so a change of work between the runs counts; a
   benchmark without known work is gated on time, and one with work on one side
   only is not compared (listed).
+* Memory counts (``MemoryCounts``) give a row per figure, keyed ``key [allocations]``,
+  ``[bytes]``, ``[peak]``, ``[leak]`` (and ``[cuda ...]``), decided exactly
+  (``opbench.core.memory.decide_memory``): one allocation a call more is a
+  regression whatever the threshold; bytes are judged against it.
 * Times and instruction counts are compared each with their own kind;
   results from different machines, torch versions or thread settings are
   compared with a warning that names the differences.
 
 The package also holds ``ab`` (``opbench.compare_ab``: interleaved A/B runs, decided).
 
-Floor: analysis (may import from native, base, stats, engines, core, callgrind, timer, store and its
-own floor).
+Floor: analysis (may import from native, base, stats, engines, core, callgrind, memory,
+timer, store and its own floor).
 
 Example:
     >>> from opbench import Measurement, TaskSpec
-    >>> old = [Measurement(1, [1e-6 * (1 + i / 100) for i in range(10)], TaskSpec("f()", "pass"))]
-    >>> new = [Measurement(1, [2e-6 * (1 + i / 100) for i in range(10)], TaskSpec("f()", "pass"))]
+    >>> old = [Measurement(1, [1e-6 * (1 + i / 100) for i in range(40)], TaskSpec("f()", "pass"))]
+    >>> new = [Measurement(1, [2e-6 * (1 + i / 100) for i in range(40)], TaskSpec("f()", "pass"))]
     >>> report = compare(old, new, threshold=0.05)
     >>> report.rows[0].status, report.exit_status
     ('regression', 1)
@@ -55,16 +65,22 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-from opbench import _choices
+from opbench import _choices, _redact
+from opbench import _markdown as md
+from opbench._text import printable, report_html
+from opbench.core import disturbance as _disturbance
 from opbench.core import identity
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement, select_unit
+from opbench.core.memory import KINDS as _MEMORY_KINDS
+from opbench.core.memory import MemoryCounts, decide_memory
+from opbench.core.memory import format_value as _memory_value
 from opbench.core.throughput import declared_or_counted
 from opbench.errors import NothingToCompareError
-from opbench.stats import decide
+from opbench.stats import decide, run_figure
 
-__all__ = ["FORMATS", "POLICIES", "Report", "Row", "compare", "describe_environment",
-           "environment_differences", "format_value", "pool", "remeasured"]
+__all__ = ["FORMATS", "POLICIES", "Report", "Row", "compare", "decided", "describe_environment",
+           "disturbed_notes", "environment_differences", "format_value", "pool", "remeasured"]
 
 POLICIES = _choices.POLICIES
 # Gated metric -> the work a throughput divides by (None: time itself).
@@ -91,7 +107,10 @@ class Row:
         key: its ``opbench.core.identity.key``.
         kind: "time" (seconds per run), "instructions" (per run), or "byte_rate" /
             "flop_rate" (seconds per byte / FLOP: throughput gated as time per unit of work).
-        baseline, new: the medians per run.
+        baseline, new: the figures the ratio is computed from (``decision.ratio`` is
+            new / baseline): each side's run figure (the 10th percentile of its per-run
+            times), the geometric mean of its runs' figures when both sides have
+            several runs, the median count for instructions.
         samples: how many values each side had.
         decision: ``opbench.stats.decide``'s decision on them.
         runs: how many runs (results of the key) each side had.
@@ -142,6 +161,8 @@ class Report:
     remeasured: tuple[str, ...] = ()
     # What "no interval" counts on each side: samples (blocks) or runs.
     replicates: str = "samples"
+    # Benchmarks the busy machine disturbed, and what the gate did about each.
+    disturbed: tuple[str, ...] = ()
     # The environments the two sets of results recorded (baseline, new), when known.
     environments: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
 
@@ -156,10 +177,10 @@ class Report:
     @property
     def failures(self) -> list[str]:
         """Why the gate fails (empty: it passes)."""
-        reasons = [f"{r.key}: {r.decision.ratio:.3f}x slower (regression, threshold "
+        reasons = [f"{r.key}: {r.decision.ratio:.3f}x {_worse(r)} (regression, threshold "
                    f"{r.decision.threshold:.1%})" for r in self.regressions]
         if self.inconclusive == "fail":
-            reasons += [f"{r.key}: {r.decision.ratio:.3f}x slower, not conclusive "
+            reasons += [f"{r.key}: {r.decision.ratio:.3f}x {_worse(r)}, not conclusive "
                         f"({r.decision.reason}): possible regression" + _interval(r)
                         for r in self.possible_regressions]
         if self.fail_on_missing:
@@ -190,15 +211,36 @@ class Report:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         return {"text": self.text, "markdown": self.markdown, "json": self.json}[fmt]()
 
+    def redacted(self) -> Report:
+        """The report without what names the machines and their folders (``--redact``):
+        host names (in the environments, and wherever a name or note repeats one) and
+        absolute paths (shortened to their last part), for a public PR comment."""
+        hosts = _redact.hosts_of(*self.environments)
+
+        def strip(texts: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(_redact.text(t, hosts) for t in texts)
+
+        return dataclasses.replace(
+            self, rows=tuple(dataclasses.replace(r, key=_redact.text(r.key, hosts))
+                             for r in self.rows),
+            only_in_baseline=strip(self.only_in_baseline), only_in_new=strip(self.only_in_new),
+            mismatched=strip(self.mismatched), environment_notes=strip(self.environment_notes),
+            remeasured=strip(self.remeasured), disturbed=strip(self.disturbed),
+            environments=(_redact.environment(self.environments[0]),
+                          _redact.environment(self.environments[1])))
+
     def _cells(self, rows: Iterable[Row] | None = None) -> tuple[list[str], list[list[str]]]:
         header = ["Benchmark", "Baseline", "New", "Ratio", f"{self.confidence:.0%} CI", "Verdict"]
         body = []
         for r in self.rows if rows is None else rows:
             ci = r.decision.ci
             counts = r.runs if self.replicates == "runs" else r.samples
+            level = r.decision.confidence
             interval = (f"none ({counts[0]} vs {counts[1]} {self.replicates})" if ci is None
-                        else "exact" if r.kind == "instructions" and ci[0] == ci[1]
-                        else f"{ci[0]:.3f} to {ci[1]:.3f}")
+                        else "exact" if r.kind in _COUNTED and ci[0] == ci[1]
+                        else f"{ci[0]:.3f} to {ci[1]:.3f}" + (
+                            f" ({_percent(level)})" if level is not None
+                            and abs(level - self.confidence) > 1e-9 else ""))
             body.append([r.key, format_value(r.baseline, r.kind), format_value(r.new, r.kind),
                          f"{r.decision.ratio:.3f}", interval, r.status.upper()
                          if r.status in ("regression", "possible regression") else r.status])
@@ -215,13 +257,20 @@ class Report:
         if self.mismatched:
             notes.append("Not compared (times on one side, instruction counts on the other, "
                          "or work known on one side only): " + ", ".join(self.mismatched))
+        if any(r.kind in _MEMORY_KINDS for r in self.rows):
+            notes.append("Memory rows (per call, exact): one allocation a call more is a "
+                         "regression whatever the threshold; bytes, peak and leak are judged "
+                         "against it; a baseline of 0 counts as 1 in the ratio.")
         if any(r.kind in ("byte_rate", "flop_rate") for r in self.rows):
             notes.append("Throughput rows: the ratio is of time per unit of work (new / "
                          "baseline), the inverse of the ratio of rates.")
         if self.remeasured:
             notes.append("Measured again because they looked slower (all measurements pooled): "
                          + "; ".join(self.remeasured))
-        single = [r.key for r in self.rows if r.kind != "instructions" and r.runs == (1, 1)]
+        if self.disturbed:
+            notes.append("Disturbed by other work on the machine (their figures read too high): "
+                         + "; ".join(self.disturbed))
+        single = [r.key for r in self.rows if r.kind not in _COUNTED and r.runs == (1, 1)]
         if single:
             notes.append(
                 ("Each side has one run" if len(single) == len(self.rows) else
@@ -231,10 +280,13 @@ class Report:
                 "`opbench ab` replicates runs.")
         thresholds = {r.decision.threshold for r in self.rows} - {self.threshold}
         notes.append(
-            "Ratio: new / baseline; " + (self.method or (
-                f"verdicts by the ratio's {self.confidence:.0%} interval (Hodges-Lehmann on "
-                "the blocks; on the run medians when both sides have several runs; "
-                "instruction counts: the range their repeats allow)"))
+            "Ratio: New / Baseline; " + (self.method or (
+                f"Baseline and New are each side's {run_figure.describe()} of per-run time "
+                "(the geometric mean of its runs' when both sides have several runs; "
+                f"instruction counts: the median); verdicts by the ratio's {self.confidence:.0%} "
+                "interval (from each side's blocks; from the runs, Student's t, when both "
+                "sides have several; counts: the range their repeats allow), \"same\" also "
+                "by an equivalence test (its level shown with its interval)"))
             + f", against a threshold of {self.threshold:.1%}"
             + (" (some benchmarks set their own)" if thresholds else "")
             + f"; inconclusive results beyond it: {self.inconclusive}.")
@@ -243,11 +295,19 @@ class Report:
         return notes
 
     def text(self) -> str:
+        """For a terminal: names and notes ``printable`` (no control character of theirs
+        reaches it)."""
         header, body = self._cells()
+        body = [[printable(c) for c in row] for row in body]
         widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
                  for row in [header, *body]]
-        return "\n".join([*lines, "", *self._notes()])
+        return "\n".join([*lines, "", *map(printable, self._notes())])
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the text report, regressions and failures in red, a passing
+        verdict in green."""
+        return report_html(self.text(), bool(self.failures), "opbench-gate")
 
     def headline(self) -> str:
         """The Markdown summary line: what was found, in the words of the exit status."""
@@ -258,10 +318,12 @@ class Report:
                 + f" — {len(failing)} of {len(self.rows)} benchmark(s) slower")
 
     def markdown(self) -> str:
-        """A PR comment: the summary line, the regressions' table, the rest folded."""
+        """A PR comment: the summary line, the regressions' table, the rest folded. Every
+        name, environment fact and note is ``opbench._markdown.escape``d: the headings,
+        tables and folds are the report's own, whatever the benchmarks are called."""
         def table(rows: list[Row]) -> list[str]:
             header, body = self._cells(rows)
-            return [_md_line(header), "|---|--:|--:|--:|---|---|", *map(_md_line, body)]
+            return [md.row(header), "|---|--:|--:|--:|---|---|", *map(md.row, body)]
 
         failing = [r for r in self.rows if r.status in ("regression", "possible regression")]
         rest = [r for r in self.rows if r not in failing]
@@ -273,9 +335,10 @@ class Report:
                       *table(rest), "", "</details>", ""]
         if any(self.environments):
             lines += ["<details><summary>Environment</summary>", "",
-                      *(f"- {name}: {describe_environment(env)}" for name, env in
+                      *(f"- {name}: {md.escape(describe_environment(env))}" for name, env in
                         zip(("baseline", "new"), self.environments)), "", "</details>", ""]
-        notes = [f"- {n.strip()}" if n.startswith("  ") else n for n in self._notes()]
+        notes = [f"- {md.escape(n.strip())}" if n.startswith("  ") else md.escape(n)
+                 for n in self._notes()]
         return "\n".join(lines + notes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -295,16 +358,13 @@ class Report:
             "only_in_baseline": list(self.only_in_baseline),
             "only_in_new": list(self.only_in_new), "mismatched": list(self.mismatched),
             "environment_notes": list(self.environment_notes),
-            "remeasured": list(self.remeasured), "method": self.method,
+            "remeasured": list(self.remeasured), "disturbed": list(self.disturbed),
+            "method": self.method,
             "environments": {"baseline": self.environments[0], "new": self.environments[1]},
         }
 
     def json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, allow_nan=False)
-
-
-def _md_line(cells: list[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
 def _problems(report: Report) -> str:
@@ -321,47 +381,97 @@ def _problems(report: Report) -> str:
     return " and ".join(parts)
 
 
+def _percent(level: float) -> str:
+    """``90%``, ``99.2%``: a confidence level as short as it reads right."""
+    text = f"{level * 100:.1f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
 def _interval(r: Row) -> str:
     ci = r.decision.ci
     return "" if ci is None else f", interval {ci[0]:.3f} to {ci[1]:.3f}"
 
 
+# Row kinds of exact counts: their repeats agree, no sampling noise.
+_COUNTED = ("instructions", *_MEMORY_KINDS)
+
+
+def _worse(r: Row) -> str:
+    """How a regression reads: slower, or (memory) more."""
+    return "more" if r.kind in _MEMORY_KINDS else "slower"
+
+
 def format_value(v: float, kind: str) -> str:
-    """A median for a report: ``12.3 us``, or ``41,200 instr`` for instruction counts."""
+    """A median for a report: ``12.3 us``, or ``41,200 instr`` for instruction counts,
+    ``5 allocs`` / ``4.00 KiB`` for memory per call."""
     if kind == "instructions":
         return f"{v:,.0f} instr"
+    if kind in _MEMORY_KINDS:
+        return _memory_value(v, kind)
     if kind in ("byte_rate", "flop_rate"):  # v: seconds per byte (FLOP)
         return f"{1 / v / 1e9:.4g} " + ("GB/s" if kind == "byte_rate" else "GFLOP/s")
     unit, scale = select_unit(v)
     return f"{v / scale:.4g} {unit}"
 
 
-def pool(results: Iterable[Any], metric: str = "time") -> dict[str, tuple[str, list[float]]]:
-    """key -> (kind, per-run values), replicates pooled, in first-seen order."""
+def pool(results: Iterable[Any], metric: str = "time",
+         disturbed: dict[str, str] | None = None) -> dict[str, tuple[str, list[float]]]:
+    """key -> (kind, per-run values), replicates pooled, in first-seen order; what was
+    done about disturbed results is added to ``disturbed`` (see ``_by_run``)."""
     return {key: (kind, [v for values in runs for v in values])
-            for key, (kind, runs) in _by_run(results, metric).items()}
+            for key, (kind, runs) in _by_run(results, metric, disturbed).items()}
 
 
-def _by_run(results: Iterable[Any], metric: str = "time") -> dict[str, tuple[str, list[list[float]]]]:
-    """key -> (kind, per-run values of each result of the key), in first-seen order."""
+def _by_run(results: Iterable[Any], metric: str = "time",
+            disturbed: dict[str, str] | None = None) -> dict[str, tuple[str, list[list[float]]]]:
+    """key -> (kind, per-run values of each result of the key), in first-seen order.
+
+    A result the busy machine disturbed (``opbench.core.disturbance``) counts with its
+    undisturbed blocks only, when it has enough; a run with none is dropped when the key
+    has a run that has some. ``disturbed`` gets key -> what was done, for the report.
+    """
     pooled: dict[str, tuple[str, list[list[float]]]] = {}
+    notes: dict[str, list[str]] = {}
+    hopeless: dict[str, list[int]] = {}  # key -> its runs with no undisturbed block
     what = METRICS[metric]
     for r in results:
+        if isinstance(r, MemoryCounts):  # a row per figure (MemoryCounts.gated)
+            for name, (kind, counted) in r.gated().items():
+                key = f"{identity.key(r)} [{name}]"
+                before = pooled.get(key, (kind, []))
+                pooled[key] = (kind if before[0] == kind else "mixed", [*before[1], list(counted)])
+            continue
         work = declared_or_counted(r, what) if what else None
+        note = None
+        if isinstance(r, Measurement):
+            times, note = _disturbance.undisturbed(r)
         if isinstance(r, Measurement) and work:
-            kind, values = metric, [t / work for t in r.times]
+            kind, values = metric, [t / work for t in times]
         elif isinstance(r, Measurement):
-            kind, values = "time", list(r.times)
+            kind, values = "time", times
         elif isinstance(r, InstructionCounts):
             kind, values = "instructions", list(r.per_run_values)
         else:
-            raise TypeError(f"the gate compares Measurements and InstructionCounts, got "
+            raise TypeError(f"the gate compares Measurements, InstructionCounts and MemoryCounts, got "
                             f"{type(r).__name__}")
         key = identity.key(r)
         if key in pooled and pooled[key][0] != kind:
             kind = "mixed"
         pooled.setdefault(key, (kind, []))
+        if note is not None:
+            notes.setdefault(key, []).append(note)
+            if "no block ran undisturbed" in note:
+                hopeless.setdefault(key, []).append(len(pooled[key][1]))
         pooled[key] = (kind, [*pooled[key][1], values])
+    for key, drop in hopeless.items():
+        kind, runs = pooled[key]
+        if len(drop) < len(runs):  # another run has undisturbed blocks: decide on those
+            pooled[key] = (kind, [v for i, v in enumerate(runs) if i not in drop])
+            notes[key] = [n for n in notes[key] if "no block ran undisturbed" not in n]
+            notes[key].append(f"{len(drop)} of {len(runs)} runs dropped: no block of theirs "
+                              "ran undisturbed (the machine was busy)")
+    if disturbed is not None:
+        disturbed.update({key: "; ".join(dict.fromkeys(n)) for key, n in notes.items()})
     return pooled
 
 
@@ -429,7 +539,9 @@ def compare(
         raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
     decide.check_threshold(threshold)
     old_results, new_results = _all(baseline), _all(new)
-    old, cand = _by_run(old_results, metric), _by_run(new_results, metric)
+    busy_old: dict[str, str] = {}
+    busy_new: dict[str, str] = {}
+    old, cand = _by_run(old_results, metric, busy_old), _by_run(new_results, metric, busy_new)
     own = {identity.key(r): r.info["threshold"] for r in new_results
            if isinstance(r.info.get("threshold"), float)}
     common = [k for k in cand if k in old]
@@ -444,20 +556,9 @@ def compare(
         if kind_old != kind_new or "mixed" in (kind_old, kind_new):
             mismatched.append(key)
             continue
-        x = [v for values in x_runs for v in values]
-        y = [v for values in y_runs for v in values]
         t = own.get(key, threshold)
         decide.check_threshold(t)
-        if kind_old == "instructions":
-            decision = decide.counts(x, y, t)
-        elif len(x_runs) > 1 and len(y_runs) > 1:  # runs are the replicates (unpaired)
-            decision = decide.runs([statistics.median(v) for v in x_runs],
-                                   [statistics.median(v) for v in y_runs], t, confidence,
-                                   paired=False)
-        else:
-            decision = decide.two_samples(x, y, t, confidence)
-        rows.append(Row(key, kind_old, statistics.median(x), statistics.median(y),
-                        (len(x), len(y)), decision, (len(x_runs), len(y_runs))))
+        rows.append(decided(key, kind_old, x_runs, y_runs, t, confidence))
     rows.sort(key=lambda r: -r.decision.ratio)  # the worst first
     return Report(
         rows=tuple(rows),
@@ -468,9 +569,42 @@ def compare(
         threshold=threshold, confidence=confidence, inconclusive=inconclusive,
         fail_on_missing=fail_on_missing, enforced=enforced,
         remeasured=tuple(remeasured(new_results)),
+        disturbed=tuple(disturbed_notes(busy_old, busy_new, common)),
         environments=(dict(getattr(baseline, "environment", None) or {}),
                       dict(getattr(new, "environment", None) or {})),
     )
+
+
+def decided(key: str, kind: str, x_runs: list[list[float]], y_runs: list[list[float]],
+            threshold: float, confidence: float) -> Row:
+    """The Row of one benchmark from each side's runs (their per-run values): counts by
+    their range, several runs a side by the runs' figures, else the two sides' figures
+    of their pooled blocks; Baseline and New are what the ratio divides."""
+    x = [v for values in x_runs for v in values]
+    y = [v for values in y_runs for v in values]
+    if kind == "instructions":
+        decision = decide.counts(x, y, threshold)
+        base, head = statistics.median(x), statistics.median(y)
+    elif kind in _MEMORY_KINDS:
+        decision = decide_memory(x, y, threshold, kind)
+        base, head = statistics.median(x), statistics.median(y)
+    elif len(x_runs) > 1 and len(y_runs) > 1:  # runs are the replicates (unpaired)
+        fx = [run_figure.value(v) for v in x_runs]
+        fy = [run_figure.value(v) for v in y_runs]
+        decision = decide.runs(fx, fy, threshold, confidence, paired=False)
+        base, head = statistics.geometric_mean(fx), statistics.geometric_mean(fy)
+    else:
+        decision = decide.figures(x, y, threshold, confidence)
+        base, head = run_figure.value(x), run_figure.value(y)
+    return Row(key, kind, base, head, (len(x), len(y)), decision, (len(x_runs), len(y_runs)))
+
+
+def disturbed_notes(baseline: dict[str, str], new: dict[str, str],
+                    keys: Iterable[str]) -> list[str]:
+    """"key (new): what was done" for each compared benchmark the busy machine disturbed
+    on either side (``pool``'s ``disturbed``)."""
+    return [f"{key} ({side}): {notes[key]}" for key in keys
+            for side, notes in (("baseline", baseline), ("new", new)) if key in notes]
 
 
 def _environment_notes(baseline: Any, new: Any) -> list[str]:

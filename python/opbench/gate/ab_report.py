@@ -23,6 +23,9 @@ import dataclasses
 import json
 from typing import Any
 
+from opbench import _markdown as md
+from opbench import _redact
+from opbench._text import printable, report_html, text_table
 from opbench.callgrind.function_diff import FunctionChange
 from opbench.gate import FORMATS, Report, describe_environment, environment_differences
 
@@ -71,6 +74,8 @@ class ABReport:
     wave: int = 1
     failed: tuple[FailedRun, ...] = ()
     functions: tuple[tuple[str, tuple[FunctionChange, ...]], ...] = ()
+    # The same per Python function (qualname, file:line), where the counts had them.
+    python_functions: tuple[tuple[str, tuple[FunctionChange, ...]], ...] = ()
     seconds: float = 0.0
     notes: tuple[str, ...] = ()
 
@@ -94,8 +99,8 @@ class ABReport:
                  if self.wave > 1 else "base and head processes at once")
         how = {"turns": f"{pairs}, taking turns to time",
                "runs": "base and head runs one after the other, ABBA order",
-               "concurrent": "base and head runs at once (instruction counts do not depend "
-                             "on load)"}.get(self.interleave, self.interleave)
+               "concurrent": "base and head runs at once (counts do not depend on load)"}.get(
+                   self.interleave, self.interleave)
         done = f"{self.rounds} of up to {self.max_rounds} round(s)"
         if self.stopped_early:
             done += ", stopped early: every benchmark decided"
@@ -125,51 +130,106 @@ class ABReport:
 
     _FUNCTION_HEADER = ["Where", "Function", "Excl. base", "Excl. head", "Change",
                         "Incl. base", "Incl. head"]
+    _PYTHON_HEADER = ["Python function", "Own base", "Own head", "Change", "Incl. base",
+                      "Incl. head"]
+
+    def _python_rows(self, changes: tuple[FunctionChange, ...]) -> list[list[str]]:
+        """Largest change of the function's own count first: the one whose code changed."""
+        return [[c.short_name, f"{c.exclusive[0]:,.1f}", f"{c.exclusive[1]:,.1f}",
+                 f"{c.exclusive_change:+,.1f}", f"{c.inclusive[0]:,.1f}",
+                 f"{c.inclusive[1]:,.1f}"] for c in changes]
+
+    def _tables(self) -> list[tuple[str, str, list[str], list[list[str]], list[bool]]]:
+        """(benchmark, title, header, rows, numeric columns) of each function table: per
+        changed benchmark, its Python functions, then its native functions."""
+        python = dict(self.python_functions)
+        native = dict(self.functions)
+        out = []
+        for key in dict.fromkeys([*python, *native]):
+            if key in python:
+                out.append((key, "Python functions whose own instructions per call changed "
+                                 "most", self._PYTHON_HEADER, self._python_rows(python[key]),
+                            [False, True, True, True, True, True]))
+            if key in native:
+                out.append((key, "Native functions whose instructions per call changed most",
+                            self._FUNCTION_HEADER, self._function_rows(native[key]),
+                            [False, False, True, True, True, True, True]))
+        return out
 
     # -- formats ------------------------------------------------------------------
 
-    def text(self) -> str:
-        from opbench._text import text_table
+    def _repr_html_(self) -> str:
+        """A notebook's view: the text report, regressions and failures in red, a passing
+        verdict in green."""
+        return report_html(self.text(), self.exit_status != 0, "opbench-ab")
 
-        lines = [self._header(), self._how(), *self._environment_lines(), ""]
+    def text(self) -> str:
+        """For a terminal: what the report quotes (revisions, environments, a failed run's
+        output, names) ``printable``."""
+        lines = [printable(self._header()), self._how(), *map(printable, self._environment_lines()),
+                 ""]
         if self.gate is None:
             lines.append("FAILED: no round completed on both sides: nothing was compared.")
         else:
             lines.append(self.gate.text())
         if self.failed:
             lines += ["", f"Runs that failed (not counted, nor their round): {len(self.failed)}",
-                      *(f"  {line}" for line in self._failed_lines())]
-        for key, changes in self.functions:
-            lines += ["", f"Functions whose instructions per call changed most: {key}"]
-            lines.append(text_table(self._FUNCTION_HEADER, self._function_rows(changes),
-                                    [False, False, True, True, True, True, True], github=False)
-                         if changes else "  (no function's count changed)")
+                      *(f"  {printable(line)}" for line in self._failed_lines())]
+        for key, title, header, rows, numeric in self._tables():
+            lines += ["", f"{title}: {printable(key)}"]
+            lines.append(text_table(header, [[printable(c) for c in row] for row in rows],
+                                    numeric, github=False)
+                         if rows else "  (no function's count changed by 0.05 per call or more)")
         if self.notes:
-            lines += ["", *self.notes]
+            lines += ["", *map(printable, self.notes)]
         return "\n".join(lines).rstrip() + "\n"
 
     def markdown(self) -> str:
-        from opbench.gate import _md_line
-
+        """A PR comment; every revision, name, run's output and environment fact in it
+        ``opbench._markdown.escape``d (the gate's part: ``Report.markdown``)."""
         gate_md = (self.gate.markdown() if self.gate is not None else
                    "### opbench: FAILED: no round completed on both sides")
         title, _, rest = gate_md.partition("\n")
-        lines = [title, "", f"**{self.base.title()}** vs **{self.head.title()}**, {self.mode} "
-                 f"mode: {self._how()}", rest.lstrip("\n")]
-        for key, changes in self.functions:
-            if not changes:
+        lines = [title, "", f"**{md.escape(self.base.title())}** vs "
+                 f"**{md.escape(self.head.title())}**, {self.mode} mode: {self._how()}",
+                 rest.lstrip("\n")]
+        for key, title, header, rows, numeric in self._tables():
+            if not rows:
                 continue
-            lines += ["", f"<details><summary>Where the instructions went: {key}</summary>", "",
-                      _md_line(self._FUNCTION_HEADER), "|---|---|--:|--:|--:|--:|--:|",
-                      *(_md_line(r) for r in self._function_rows(changes)), "", "</details>"]
+            lines += ["", f"<details><summary>{title}: {md.escape(key)}</summary>", "",
+                      md.row(header), "|" + "|".join("--:" if n else "---" for n in numeric) + "|",
+                      *(md.row(r) for r in rows), "", "</details>"]
         if self.failed:
             lines += ["", f"<details><summary>{len(self.failed)} failed run(s), not counted"
-                          "</summary>", "", *(f"- {line}" for line in self._failed_lines()),
-                      "", "</details>"]
+                          "</summary>", "", *(f"- {md.escape(line)}" for line in
+                                              self._failed_lines()), "", "</details>"]
         lines += ["", "<details><summary>Environment</summary>", "",
-                  *(f"- {line}" for line in self._environment_lines()), "", "</details>"]
-        lines += [f"- {n}" for n in self.notes]
+                  *(f"- {md.escape(line)}" for line in self._environment_lines()), "",
+                  "</details>"]
+        if self.notes:  # after a blank line: an HTML block (</details>) runs until one
+            lines += ["", *(f"- {md.escape(n)}" for n in self.notes)]
         return "\n".join(lines).rstrip() + "\n"
+
+    def redacted(self) -> ABReport:
+        """The report without host names or absolute paths (``--redact``; see
+        ``Report.redacted``): the sides' environments, the failed runs' output, the
+        functions' files and the notes."""
+        hosts = _redact.hosts_of(self.base.environment, self.head.environment,
+                                 *(self.gate.environments if self.gate is not None else ()))
+
+        def side(s: Side) -> Side:
+            return dataclasses.replace(s, revision=_redact.text(s.revision, hosts),
+                                       environment=_redact.environment(s.environment))
+
+        return dataclasses.replace(
+            self, gate=self.gate.redacted() if self.gate is not None else None,
+            base=side(self.base), head=side(self.head),
+            command=tuple(_redact.text(c, hosts) for c in self.command),
+            failed=tuple(dataclasses.replace(f, problem=_redact.text(f.problem, hosts))
+                         for f in self.failed),
+            functions=_redacted_changes(self.functions, hosts),
+            python_functions=_redacted_changes(self.python_functions, hosts),
+            notes=tuple(_redact.text(n, hosts) for n in self.notes))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -183,8 +243,17 @@ class ABReport:
             "gate": self.gate.to_dict() if self.gate is not None else None,
             "failed_runs": [dataclasses.asdict(f) for f in self.failed],
             "functions": {key: [c.to_dict() for c in changes] for key, changes in self.functions},
+            "python_functions": {key: [c.to_dict() for c in changes]
+                                 for key, changes in self.python_functions},
             "notes": list(self.notes),
         }
 
     def json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, allow_nan=False, default=str) + "\n"
+
+
+def _redacted_changes(changes: tuple[tuple[str, tuple[FunctionChange, ...]], ...],
+                      hosts: Any) -> tuple[tuple[str, tuple[FunctionChange, ...]], ...]:
+    return tuple((_redact.text(key, hosts), tuple(
+        dataclasses.replace(c, function=_redact.text(c.function, hosts)) for c in rows))
+        for key, rows in changes)

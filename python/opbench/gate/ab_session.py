@@ -28,8 +28,13 @@ then runs ``command`` once per side per round, each run saving a results file:
   (slower, faster or same) the session stops early.
 * **Instruction mode** (``mode="instructions"``): counts do not depend on
   load, so one run a side decides (the two run at once), the verdicts are the
-  gate's on counts, and the report lists the functions whose counts changed
-  most (``opbench.callgrind.function_diff``).
+  gate's on counts, and the report lists, for each benchmark that changed, the
+  Python functions whose own counts changed most (``qualname (file:line)``,
+  ``opbench.callgrind.python_functions``) beside the native functions
+  (``opbench.callgrind.function_diff``).
+* **Memory mode** (``mode="memory"``): memory per call is exact too (pytest runs
+  get ``--opbench-mode=memory``): one run a side decides, on the gate's memory rows
+  (``key [allocations]``, ``[bytes]``, ``[peak]``, ``[leak]``).
 * **Failures and Ctrl-C.** A run that fails (non-zero exit, no results file)
   is reported and its round not counted. Ctrl-C stops the running commands,
   and the report covers the rounds that finished (``interrupted`` is set).
@@ -58,13 +63,14 @@ from typing import Any
 
 from opbench import _choices, gate
 from opbench.callgrind.function_diff import diff as function_diff
+from opbench.callgrind.function_diff import python_diff
 from opbench.core import identity
 from opbench.core.instructions import InstructionCounts
 from opbench.errors import NothingToCompareError, ResultsFileError
 from opbench.gate import revision, turns
 from opbench.gate.ab_report import ABReport, FailedRun, Side
 from opbench.gate.revision import Checkout, Run
-from opbench.stats import decide, numerics
+from opbench.stats import decide, run_figure
 from opbench.store.results import Results, load
 
 __all__ = ["INTERLEAVES", "MODES", "RUN_STATISTICS", "WAVE", "decide_rounds", "run_ab"]
@@ -211,10 +217,6 @@ def _thresholds(results: Results, default: float) -> dict[str, float]:
             if isinstance(r.info.get("threshold", default), float)}
 
 
-def _run_value(values: list[float], q: float) -> float:
-    return numerics.quantile(sorted(values), q)
-
-
 def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, confidence: float,
                   inconclusive: str, look: int, looks: int, statistic: str = "p10",
                   blocks: Sequence[int] | None = None) -> gate.Report:
@@ -222,7 +224,6 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
     value per run and side (``statistic``: its 10th percentile or median per-run time),
     paired by round, or in the blocks (waves) ``blocks`` labels the rounds with, at its
     Holm level for look ``look`` of ``looks``."""
-    q = RUN_STATISTICS[statistic]
     per_key: dict[str, tuple[str, list[float], list[float]]] = {}
     only_base: dict[str, None] = {}
     only_head: dict[str, None] = {}
@@ -230,8 +231,17 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
     own: dict[str, float] = {}
     labels = list(range(len(rounds))) if blocks is None else list(blocks)
     per_block: dict[str, list[int]] = {}
+    busy_old: dict[str, str] = {}
+    busy_new: dict[str, str] = {}
+    hopeless: dict[str, list[int]] = {}  # key -> its rounds with a run no block of which ran clean
     for r, (base, head) in enumerate(rounds):
-        old, new = gate.pool(base.all()), gate.pool(head.all())
+        busy_base: dict[str, str] = {}
+        busy_head: dict[str, str] = {}
+        old, new = gate.pool(base.all(), disturbed=busy_base), gate.pool(head.all(), disturbed=busy_head)
+        for mine, theirs in ((busy_old, busy_base), (busy_new, busy_head)):
+            for key, note in theirs.items():
+                mine[key] = f"{mine[key]}; round {r + 1}: {note}" if key in mine else \
+                    f"round {r + 1}: {note}"
         own.update(_thresholds(head, threshold))
         for key in new:
             if key not in old:
@@ -243,11 +253,16 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
                 continue
             entry = per_key.setdefault(key, (kind_new, [], []))
             per_block.setdefault(key, []).append(labels[r])
-            entry[1].append(_run_value(x, q) if kind_new == "time" else statistics.median(x))
-            entry[2].append(_run_value(y, q) if kind_new == "time" else statistics.median(y))
+            entry[1].append(run_figure.value(x, statistic) if kind_new == "time"
+                            else statistics.median(x))
+            entry[2].append(run_figure.value(y, statistic) if kind_new == "time"
+                            else statistics.median(y))
+            if any(_HOPELESS in notes.get(key, "") for notes in (busy_base, busy_head)):
+                hopeless.setdefault(key, []).append(len(entry[1]) - 1)
         for key in old:
             if key not in new:
                 only_base[key] = None
+    _drop_hopeless(per_key, per_block, hopeless, busy_old)
     alpha = 1 - decide.run_look_confidence(look, looks, confidence)
     timed = [k for k, (kind, x, _) in per_key.items() if kind == "time" and len(x) > 1]
     levels = dict(zip(timed, decide.holm(
@@ -257,45 +272,89 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
     for key, (kind, x, y) in per_key.items():
         t = own.get(key, threshold)
         if kind == "time":
-            d = decide.runs(x, y, t, 1 - levels.get(key, alpha), blocks=per_block[key])
+            # "Same" by the equivalence test at the look's level: Holm's correction guards
+            # the verdicts that fail or praise a change, and would make "same" unreachable.
+            d = decide.runs(x, y, t, 1 - levels.get(key, alpha), blocks=per_block[key],
+                            equivalence_alpha=alpha)
+            shown = statistics.geometric_mean(x), statistics.geometric_mean(y)
         else:
             d = decide.counts(x, y, t)
-        rows.append(gate.Row(key, kind, statistics.median(x), statistics.median(y),
-                             (len(x), len(y)), d, (len(x), len(y))))
+            shown = statistics.median(x), statistics.median(y)
+        rows.append(gate.Row(key, kind, *shown, (len(x), len(y)), d, (len(x), len(y))))
     rows.sort(key=lambda r: -r.decision.ratio)
     what = "10th percentiles" if statistic == "p10" else "medians"
     grouped = ("paired by round" if len(set(labels)) == len(labels) else
                f"in {len(set(labels))} wave(s) of process pairs, each run a replicate")
     method = (f"verdicts on the runs' {what} of per-run time, {grouped} (Student's t "
               f"of the mean log ratio: the between-run variance is in the interval); Baseline "
-              f"and New are the median of those; Holm's step-down over "
-              f"{len(timed)} benchmark(s) at look {look} of {looks}, so the {confidence:.0%} "
-              "holds for the whole session and each interval is wider")
+              f"and New are the geometric means of those, so New / Baseline is the Ratio; "
+              f"Holm's step-down over {len(timed)} benchmark(s) at look {look} of {looks}, so "
+              f"the {confidence:.0%} holds for slower and faster verdicts over the whole "
+              f"session and each interval is wider; \"same\" is each benchmark's equivalence "
+              f"test at {1 - alpha:.1%} (its {1 - 2 * alpha:.0%} interval within the threshold)")
     return gate.Report(rows=tuple(rows), only_in_baseline=tuple(only_base),
                        only_in_new=tuple(k for k in only_head if k not in per_key),
                        mismatched=tuple(mismatched), environment_notes=(),
                        threshold=threshold, confidence=confidence, inconclusive=inconclusive,
-                       fail_on_missing=False, method=method, replicates="runs")
+                       fail_on_missing=False, method=method, replicates="runs",
+                       disturbed=tuple(gate.disturbed_notes(busy_old, busy_new, per_key)))
 
 
-def _function_changes(base: Results, head: Results,
-                      report: gate.Report) -> list[tuple[str, tuple[Any, ...]]]:
-    """Per benchmark whose count changed, the functions that changed most."""
+# What gate.pool notes of a run none of whose blocks ran undisturbed.
+_HOPELESS = "no block ran undisturbed"
+
+
+def _drop_hopeless(per_key: dict[str, tuple[str, list[float], list[float]]],
+                   per_block: dict[str, list[int]], hopeless: dict[str, list[int]],
+                   notes: dict[str, str]) -> None:
+    """Leaves out of each benchmark's decision the rounds in which a run was disturbed all
+    along (no block of it ran undisturbed: its figure is the busy machine's, measured in
+    another state than the other runs'), when at least two rounds remain; ``notes`` gets
+    what was done, for the report.
+
+    Runs on a shared machine are not all alike: a core whose hardware sibling another
+    tenant keeps busy runs code 1.5-2x slower (7.5 us on one CPU against 12.3 us on the
+    other, measured here), and a run that spent its benchmark there reads that much
+    slower, every block alike. One such run among three decided in Student's t, on four
+    degrees of freedom, moves the mean log ratio by a third of that and its variance
+    with it; two on one side read as a change. Such a run is no replicate of the others."""
+    for key, rounds in hopeless.items():
+        kind, x, y = per_key[key]
+        keep = [i for i in range(len(x)) if i not in rounds]
+        if len(keep) < 2 or len(keep) == len(x):
+            continue
+        per_key[key] = (kind, [x[i] for i in keep], [y[i] for i in keep])
+        per_block[key] = [per_block[key][i] for i in keep]
+        dropped = f"{len(x) - len(keep)} of {len(x)} round(s) left out of the decision: a run of " \
+                  "theirs was disturbed all along (its figure is the busy machine's)"
+        notes[key] = f"{notes[key]}; {dropped}" if key in notes else dropped
+
+
+_Changes = list[tuple[str, tuple[Any, ...]]]
+
+
+def _function_changes(base: Results, head: Results, report: gate.Report) -> tuple[_Changes, _Changes]:
+    """Per benchmark whose count changed (not "same"), the native functions and the Python
+    functions whose counts changed most."""
     def by_key(results: Results) -> dict[str, InstructionCounts]:
         return {identity.key(c): c for c in results.instructions}
 
     old, new = by_key(base), by_key(head)
-    found = []
+    native: _Changes = []
+    python: _Changes = []
     for row in report.rows:
-        if row.kind != "instructions" or row.decision.ratio == 1 or row.key not in old \
-                or row.key not in new:
+        if row.kind != "instructions" or row.decision.verdict == "same" \
+                or row.decision.ratio == 1 or row.key not in old or row.key not in new:
             continue
         a, b = old[row.key], new[row.key]
-        fa, fb = a.info.get("functions"), b.info.get("functions")
-        if isinstance(fa, dict) and isinstance(fb, dict):
-            found.append((row.key, tuple(function_diff(fa, fb, number=b.number_per_run,
-                                                       base_number=a.number_per_run))))
-    return found
+        number, base_number = b.number_per_run, a.number_per_run
+        for table, found, differ in (("functions", native, function_diff),
+                                     ("python_functions", python, python_diff)):
+            fa, fb = a.info.get(table), b.info.get(table)
+            if isinstance(fa, dict) and isinstance(fb, dict):
+                found.append((row.key, tuple(differ(fa, fb, number=number,
+                                                    base_number=base_number))))
+    return native, python
 
 
 def _stderr(line: str) -> None:
@@ -331,7 +390,7 @@ def run_ab(
         wave: with turns, how many rounds' process pairs start at once and take turns
             (the last wave may be smaller); the session looks (may stop) after each
             wave. With runs one after the other, each round is its own wave.
-        mode: ``"time"`` or ``"instructions"`` (pytest commands: adds
+        mode: ``"time"``, ``"instructions"`` or ``"memory"`` (pytest commands: adds
             ``--opbench-mode=instructions``).
         threshold, confidence, inconclusive: as for ``opbench.gate.compare``.
         interleave: ``"turns"``, ``"runs"`` or ``"auto"`` (turns when possible).
@@ -372,10 +431,14 @@ def run_ab(
     say = log or (lambda line: None)
     start = time.monotonic()
     head = revision.working_tree(repo)
-    say(f"opbench ab: checking out {base} ...")
-    base_side = revision.checkout(base, repo, prepare=prepare, timeout=timeout)
-    folder = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="opbench-ab-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _keep_folder(keep)  # before the checkout: a bad folder leaves nothing behind
+    try:
+        say(f"opbench ab: checking out {base} ...")
+        base_side = revision.checkout(base, repo, prepare=prepare, timeout=timeout)
+    except BaseException:
+        if keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     try:
         return _session(command, (base_side, head), rounds=rounds, mode=mode,
                         threshold=threshold, confidence=confidence, inconclusive=inconclusive,
@@ -387,17 +450,36 @@ def run_ab(
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def _keep_folder(keep: str | os.PathLike[str] | None) -> Path:
+    """The folder the runs' results files go to: ``keep`` (made if missing), else a
+    temporary one.
+
+    Raises:
+        ValueError: ``keep`` cannot be a folder (a file is there, or above it).
+    """
+    if keep is None:
+        return Path(tempfile.mkdtemp(prefix="opbench-ab-"))
+    folder = Path(keep)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot keep the results files in {keep}: it cannot be a folder "
+                         f"({e.strerror or e})") from None
+    return folder
+
+
 def _session(command: list[str], sides: tuple[Checkout, Checkout], *, rounds: int, mode: str,
              threshold: float, confidence: float, inconclusive: str, interleave: str,
              timeout: float | None, folder: Path, say: Callable[[str], None],
              start: float, statistic: str, wave: int) -> ABReport:
     is_pytest = revision._is_pytest(command)
     notes = []
-    if mode == "instructions":
+    if mode in _choices.COUNTED_MODES:
         if is_pytest:
-            command = [*command, "--opbench-mode=instructions"]
+            command = [*command, f"--opbench-mode={mode}"]
         if rounds > 1:
-            notes.append("instruction counts do not depend on load: one round decides")
+            notes.append(f"{'instruction' if mode == 'instructions' else 'memory'} counts do "
+                         "not depend on load: one round decides")
         rounds, how = 1, "concurrent"
     elif interleave == "runs" or (interleave == "auto" and not is_pytest):
         how = "runs"
@@ -470,14 +552,17 @@ def _session(command: list[str], sides: tuple[Checkout, Checkout], *, rounds: in
     except KeyboardInterrupt:
         interrupted = True
         say("opbench ab: interrupted: reporting the rounds that finished")
-    functions: list[tuple[str, tuple[Any, ...]]] = []
-    if complete and (report is None or mode == "instructions"):
-        if mode == "instructions":
+    functions: _Changes = []
+    python_functions: _Changes = []
+    if complete and (report is None or mode in _choices.COUNTED_MODES):
+        if mode in _choices.COUNTED_MODES:
             base_results, head_results = complete[-1]
             try:
                 report = gate.compare(base_results, head_results, threshold=threshold,
                                       confidence=confidence, inconclusive=inconclusive)
-                functions = _function_changes(base_results, head_results, report)
+                if mode == "instructions":
+                    functions, python_functions = _function_changes(base_results, head_results,
+                                                                report)
             except NothingToCompareError as e:
                 notes.append(str(e))
         else:  # one round: no interval with the between-run variance yet
@@ -492,4 +577,5 @@ def _session(command: list[str], sides: tuple[Checkout, Checkout], *, rounds: in
         command=tuple(command), mode=mode, rounds=len(complete), max_rounds=rounds,
         stopped_early=stopped, interrupted=interrupted, interleave=how, wave=wave,
         failed=tuple(failed),
-        functions=tuple(functions), seconds=time.monotonic() - start, notes=tuple(notes))
+        functions=tuple(functions), python_functions=tuple(python_functions),
+        seconds=time.monotonic() - start, notes=tuple(notes))

@@ -8,7 +8,10 @@ classed as at GOOD's level or BAD's by the nearer one on a log scale, and the
 search halves the range, so N commits take about log2(N) steps.
 
 Enough runs to decide against the noise: GOOD and BAD get three runs at least,
-every other commit ``runs`` at first (a commit's value is its runs' median). The
+every other commit ``runs`` at first (a run counts by its figure, the 10th
+percentile of its per-run times, as history and the gate count it: the code's
+own cost, which load on the machine moves least; a commit's value is its runs'
+median). The
 noise is the spread between runs of one commit (pooled over GOOD and BAD), at
 least the runs' own standard errors; differences are judged against it with
 Student's t (the noise of a few runs is itself uncertain) at the level of ``z``
@@ -19,6 +22,13 @@ noise of the midpoint between the two levels is run again the same way; one stil
 ambiguous at ``max_runs`` is classed by the nearer level and flagged
 ``uncertain``.
 
+**Only what changed runs.** The first run at GOOD and at BAD is the whole
+command, and every benchmark that differs between the two beyond its within-run
+noise is listed (``Bisection.also_changed``); every later run asks a pytest
+command to run only the test that holds the benchmark (``$OPBENCH_SELECT``, which
+opbench's plugin reads; a revision whose plugin predates it runs everything, and
+the answer is the same).
+
 Example::
 
     found = find("sort", "v1.0", "main", ["python", "bench.py"])
@@ -27,19 +37,25 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from opbench.core import identity
+from opbench.core import disturbance, identity
 from opbench.errors import Error, ResultsFileError
 from opbench.gate import revision
+from opbench.stats import decide, run_figure
 from opbench.store.history import INSTRUCTIONS, TIME, format_value
-from opbench.store.results import load
+from opbench.store.results import Results, load
 
-__all__ = ["BisectError", "Bisection", "Probe", "find", "t_critical"]
+__all__ = ["SELECT_ENV", "BisectError", "Bisection", "Probe", "find", "t_critical"]
+
+#: The benchmark keys (a JSON list) a run made by ``find`` needs: opbench's pytest
+#: plugin deselects every test that holds none of them.
+SELECT_ENV = "OPBENCH_SELECT"
 
 _ENDPOINT_RUNS = 3
 
@@ -50,7 +66,7 @@ class BisectError(Error, RuntimeError):
 
 @dataclasses.dataclass
 class Probe:
-    """One commit measured: its run values (the benchmark's median per run), its value
+    """One commit measured: its run values (the benchmark's figure per run), its value
     (their median) and the verdict (``"good"``, ``"bad"``; ``uncertain`` when the runs
     allowed did not settle it)."""
 
@@ -70,8 +86,10 @@ class Probe:
 @dataclasses.dataclass
 class Bisection:
     """The result: ``first_bad`` (the first commit at BAD's level), ``last_good`` (its
-    parent in the range), ``size`` (relative: BAD / GOOD - 1), every probe in the order
-    run (GOOD and BAD first), and ``steps``, the commits measured between GOOD and BAD."""
+    parent in the range), ``size`` (relative: BAD / GOOD - 1, of the runs' figures),
+    every probe in the order run (GOOD and BAD first), ``steps``, the commits measured
+    between GOOD and BAD, and ``also_changed``: (key, size) of the other benchmarks
+    whose first runs at GOOD and BAD differ beyond their noise."""
 
     benchmark: str
     first_bad: Probe
@@ -79,6 +97,7 @@ class Bisection:
     size: float
     noise: float
     probes: list[Probe]
+    also_changed: list[tuple[str, float]] = dataclasses.field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -128,29 +147,53 @@ def _subject(commit: str, repo: str | Path) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
-def _run_value(run: revision.Run, benchmark: str) -> tuple[float, float, str]:
-    """The benchmark's median in a run (seconds, or instructions per run) and its
-    standard error, relative, and its kind (``"time"`` or ``"instructions"``)."""
+def _results(run: revision.Run) -> Results:
     if not run.ok:
         raise BisectError(f"the command failed at {run.commit[:12]}: {run.problem}")
     try:
-        results = load(run.results)  # type: ignore[arg-type]
+        return load(run.results)  # type: ignore[arg-type]
     except (OSError, ResultsFileError) as e:
         raise BisectError(f"the results of the run at {run.commit[:12]} cannot be read: {e}") \
             from None
+
+
+def _run_value(results: Results, benchmark: str, commit: str) -> tuple[float, float, str]:
+    """The benchmark's figure in a run (its 10th percentile of per-run times, the blocks
+    the busy machine disturbed left out; or instructions per run), its standard error,
+    relative, and its kind (``"time"`` or ``"instructions"``)."""
     found = [r for r in results.all() if identity.key(r) == benchmark]
     if not found:
         keys = sorted({identity.key(r) for r in results.all()})
-        raise BisectError(f"no benchmark {benchmark!r} in the results at {run.commit[:12]}; "
+        raise BisectError(f"no benchmark {benchmark!r} in the results at {commit[:12]}; "
                           f"they hold: {', '.join(keys) or '(nothing)'}")
     r = found[0]
     if hasattr(r, "times"):
         from opbench import stats
 
-        ci = stats.median_ci_sorted(sorted(r.times), stats.DEFAULT_CONFIDENCE)
-        half = (ci[1] - ci[0]) / 2 / r.median if ci else 0.0
-        return r.median, half / 1.96, TIME  # the CI's half-width as a standard error
+        times = sorted(disturbance.undisturbed(r)[0])
+        value = run_figure.value(times)
+        ci = run_figure.interval(times, stats.DEFAULT_CONFIDENCE, ordered=True)
+        half = (ci[1] - ci[0]) / 2 / value if ci else 0.0
+        return value, half / 1.96, TIME  # the CI's half-width as a standard error
     return r.median, 0.0, INSTRUCTIONS
+
+
+def _changed(good: Results, bad: Results, skip: str) -> list[tuple[str, float]]:
+    """The benchmarks other than ``skip`` that differ between one run at GOOD and one at
+    BAD beyond their within-run noise (``decide.figures`` at 5%), with their sizes."""
+    from opbench import gate
+
+    old = gate.pool(good.all())
+    new = gate.pool(bad.all())
+    found = []
+    for key, (kind, y) in new.items():
+        if key == skip or key not in old or old[key][0] != kind:
+            continue
+        x = old[key][1]
+        d = decide.counts(x, y, 0.05) if kind == "instructions" else decide.figures(x, y, 0.05)
+        if d.verdict in ("slower", "faster"):
+            found.append((key, d.ratio - 1))
+    return sorted(found, key=lambda kv: -abs(kv[1]))
 
 
 def find(benchmark: str, good: str, bad: str, command: Sequence[str], *,
@@ -173,10 +216,18 @@ def find(benchmark: str, good: str, bad: str, command: Sequence[str], *,
     errors: dict[str, list[float]] = {}
     kinds: set[str] = set()
 
+    first: dict[str, Results] = {}  # the whole command's results at GOOD and at BAD
+    only = {SELECT_ENV: json.dumps([benchmark])}
+
     def measure(probe: Probe, n: int) -> None:
         with revision.checkout(probe.commit, repo, prepare=prepare, timeout=timeout) as c:
             for _ in range(n):
-                value, error, kind = _run_value(c.run(command, timeout=timeout), benchmark)
+                whole = probe.commit in (commits[0], commits[-1]) and probe.commit not in first
+                results = _results(c.run(command, timeout=timeout,
+                                         env=None if whole else only))
+                if whole:
+                    first[probe.commit] = results
+                value, error, kind = _run_value(results, benchmark, probe.commit)
                 kinds.add(kind)
                 probe.values.append(value)
                 errors.setdefault(probe.commit, []).append(error)
@@ -223,6 +274,12 @@ def find(benchmark: str, good: str, bad: str, command: Sequence[str], *,
             f"{sigma:.1%} over {len(lo.values)} run(s) each")
     say(f"GOOD {lo.commit[:12]}: {show(lo.value)}   BAD {hi.commit[:12]}: {show(hi.value)} "
         f"({math.expm1(gap):+.1%}); {len(commits) - 2} commit(s) between")
+    also = _changed(first[commits[0]], first[commits[-1]], benchmark)
+    for key, size in also:
+        say(f"also changed from GOOD to BAD: {key} ({size:+.1%}); bisect it on its own")
+    if len(first[commits[0]].all()) > 1:
+        say(f"the commits between run {benchmark!r} alone (a pytest command's other tests "
+            "are deselected)")
     left, right = 0, len(commits) - 1  # commits[left] is good, commits[right] is bad
     by_index = {0: lo, len(commits) - 1: hi}
     while right - left > 1:
@@ -239,4 +296,5 @@ def find(benchmark: str, good: str, bad: str, command: Sequence[str], *,
         say(f"step {len(probes) - 2}: {p.commit[:12]} {show(p.value)} over {len(p.values)} run(s)"
             f": {p.verdict}{' (uncertain)' if p.uncertain else ''}  {p.subject}")
         left, right = (left, mid) if at_bad else (mid, right)
-    return Bisection(benchmark, by_index[right], by_index[left], math.expm1(gap), sigma, probes)
+    return Bisection(benchmark, by_index[right], by_index[left], math.expm1(gap), sigma, probes,
+                     also)

@@ -35,6 +35,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from opbench import _choices
+
 __all__ = ["BLOCK", "ENV_VAR", "PARTNER_WAIT", "QUANTUM", "START_WAIT", "Coordinator", "TakingTurns",
            "TurnClient", "client_from_environment"]
 
@@ -44,8 +46,9 @@ QUANTUM = 0.02
 # Seconds the coordinator waits for a side that just gave the turn back (it is between
 # blocks or benchmarks) before letting the other side go on alone.
 PARTNER_WAIT = 0.25
-# Seconds a block lasts in a round: the same grain on both sides (see TakingTurns).
-BLOCK = 0.002
+# Seconds a block lasts in a round: the same grain on both sides (see TakingTurns), and as
+# in plain runs of the pytest plugin.
+BLOCK = _choices.BLOCK
 # Seconds the first side to reach a benchmark waits for the other to reach one too: timing
 # while the other process still starts up (imports, collection) would time that load.
 START_WAIT = 60.0

@@ -4,5 +4,6 @@
 - ``sweep_file``: the file a sweep appends to as tasks finish, so it resumes.
 - ``baselines``: this machine's numbered autosaved runs under ``.opbench/``.
 
-Floor: store (may import from native, base, stats, engines, core, callgrind, timer and its own floor).
+Floor: store (may import from native, base, stats, engines, core, callgrind, memory,
+timer and its own floor).
 """

@@ -44,26 +44,34 @@ __all__ = ["ENV_VAR", "autosave", "git_state", "latest", "machine_id", "project_
 _RUN = re.compile(r"^(\d{4,})_.*\.json$")
 
 
-def _git(*args: str) -> str | None:
+def _git(*args: str, repo: str | os.PathLike[str] | None = None) -> str | None:
+    where = ["-C", str(repo)] if repo is not None else []
     try:
-        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip()
+        return subprocess.run(["git", *where, *args], capture_output=True, text=True,
+                              timeout=10, check=True, stdin=subprocess.DEVNULL).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
 
 
-def git_state() -> dict[str, Any] | None:
+def git_state(rev: str | None = None,
+              repo: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
     """Where the current directory's checkout stands, None outside git: ``commit``,
     ``branch`` (None when detached), ``dirty`` (uncommitted changes to tracked files),
     ``commit_time`` (the committer's, ISO 8601 UTC), ``position`` (commits reachable
-    from it: orders a linear history when commit times tie) and ``subject``."""
-    line = _git("log", "-1", "--format=%H%x00%ct%x00%s")
+    from it: orders a linear history when commit times tie), ``subject`` and ``tags``
+    (those pointing at it, for reports to name the commit by).
+
+    ``rev`` (in ``repo``): that commit as it is in git instead (no branch, not dirty):
+    what ``opbench history run`` records for a run made in a worktree of it."""
+    line = _git("log", "-1", "--format=%H%x00%ct%x00%s", *([rev] if rev else []), "--",
+                repo=repo)
     if not line:
         return None
     commit, stamp, subject = line.split("\0", 2)
-    branch = _git("rev-parse", "--abbrev-ref", "HEAD")
-    count = _git("rev-list", "--count", "HEAD")
-    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    branch = None if rev else _git("rev-parse", "--abbrev-ref", "HEAD", repo=repo)
+    count = _git("rev-list", "--count", commit, repo=repo)
+    dirty = None if rev else _git("status", "--porcelain", "--untracked-files=no", repo=repo)
+    tags = _git("tag", "--points-at", commit, repo=repo)
     return {
         "commit": commit,
         "branch": None if branch in (None, "HEAD") else branch,
@@ -71,6 +79,7 @@ def git_state() -> dict[str, Any] | None:
         "commit_time": _iso(datetime.datetime.fromtimestamp(int(stamp), datetime.timezone.utc)),
         "position": int(count) if count and count.isdigit() else None,
         "subject": subject,
+        "tags": sorted(tags.split()) if tags else [],
     }
 
 
@@ -103,19 +112,23 @@ def latest(root: str | os.PathLike[str] | None = None,
     return found[-1] if found else None
 
 
-def autosave(results: Any, root: str | os.PathLike[str] | None = None) -> Path:
+def autosave(results: Any, root: str | os.PathLike[str] | None = None, *,
+             git: dict[str, Any] | None = None,
+             environment: dict[str, Any] | None = None) -> Path:
     """Saves ``results`` as this machine's next numbered run; returns its path.
 
     The environment recorded in the file gains ``machine_id``, ``saved_at`` (ISO 8601
     UTC) and, inside a git checkout, ``git`` (``git_state()``: commit, branch, dirty,
-    commit time) and ``git_commit`` (the commit, ``+dirty`` when dirty).
+    commit time, subject, tags) and ``git_commit`` (the commit, ``+dirty`` when dirty).
+    ``git`` and ``environment`` replace what this process would record: a run made
+    elsewhere (``opbench history run``, in a worktree of a past commit) keeps its own.
 
     Any number of processes may autosave into one folder at once, on a local disk or
     NFS: each keeps its run under its own number (``_files.atomic_write_numbered``
     says how), and no run is written over.
     """
-    env = _environment.collect()
-    git = git_state()
+    env = dict(environment) if environment is not None else _environment.collect()
+    git = git if git is not None else git_state()
     now = datetime.datetime.now(datetime.timezone.utc)
     env.update(machine_id=machine_id(env), saved_at=_iso(now))
     if git is not None:

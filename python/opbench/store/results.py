@@ -7,13 +7,18 @@ readers other than opbench; recomputed on load), instruction counts, and the
 environment that produced them::
 
     {"format": "opbench-results", "version": 2,
-     "environment": {...}, "measurements": [{...}, ...], "instructions": [{...}, ...]}
+     "environment": {...}, "measurements": [{...}, ...], "instructions": [{...}, ...],
+     "memory": [{...}, ...]}
 
 Round trips are exact: floats are written with ``repr`` (shortest exact
 form). Writes are atomic (temporary file in the same directory, fsync,
 ``os.replace``), with the permissions a new file gets from the umask (0644
 under umask 022), or the old file's: a crash leaves the old file or the new
 one, never half of one, and a CI artifact server can read it.
+
+pytest-benchmark's saved JSON loads too (``opbench.store.pytest_benchmark_file``):
+its benchmarks as Measurements keyed by their test's node id, so an old suite's
+baseline compares with opbench's runs of it.
 
 Loading validates every field before building anything, so a truncated,
 corrupt, foreign or future-version file, or one holding what no result can
@@ -44,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Union
@@ -55,8 +61,9 @@ from opbench._files import atomic_write_text
 from opbench.core import identity
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement, TaskSpec
+from opbench.core.memory import MemoryCounts
 from opbench.errors import KeyCollisionError, ResultsFileError, ResultsFileWarning, warn
-from opbench.store import sweep_file
+from opbench.store import pytest_benchmark_file, sweep_file
 
 __all__ = ["FORMAT", "VERSION", "Results", "ResultsFileError", "check_keys", "dumps", "load",
            "load_valid", "loads", "merge", "save", "to_result"]
@@ -69,27 +76,44 @@ _WORK_FIELDS = ("flops", "bytes")  # declared work per run (opbench.throughput)
 _MEASUREMENT_KEYS = {"number_per_run", "raw_times", "task_spec", "metadata", "overhead",
                      "clock", "info", "statistics", "omitted"}
 _INSTRUCTION_KEYS = {"number_per_run", "counts", "task_spec", "baseline", "info", "per_run"}
+_MEMORY_KEYS = {"number_per_run", "counts", "task_spec", "info", "per_call"}
+# The lists a file may lack (written before they existed): read as empty.
+_OPTIONAL_LISTS = ("instructions", "memory")
 # More threads than any machine has had: a larger count is corruption, not a setting.
 _MAX_THREADS = 1 << 16
+# A count past 64 bits (instructions, calls per run) is corruption, and a float
+# conversion of it overflows; times and declared work beyond these bounds are no
+# clock's or machine's, and overflow the statistics (float32 included) of `show`.
+_MAX_COUNT = 1 << 64
+_TIME_RANGE = (1e-30, 1e30)
+_MAX_WORK = 1e30
+# The largest file read (a results file of a sweep of 100,000 results is ~200 MB);
+# $OPBENCH_MAX_FILE_MB moves it.
+MAX_FILE_ENV = "OPBENCH_MAX_FILE_MB"
+_MAX_FILE_MB = 512.0
 
-Result = Union[Measurement, InstructionCounts]
+Result = Union[Measurement, InstructionCounts, MemoryCounts]
+_COUNTS = (InstructionCounts, MemoryCounts)
 
 
 class Results(list):  # type: ignore[type-arg]
     """The Measurements of a results file (a list), with its ``instructions`` (a list of
-    InstructionCounts) and the ``environment`` that produced them."""
+    InstructionCounts), its ``memory`` (a list of MemoryCounts) and the ``environment``
+    that produced them."""
 
     def __init__(self, measurements: Iterable[Measurement] = (),
                  environment: dict[str, Any] | None = None, version: int = VERSION,
-                 instructions: Iterable[InstructionCounts] = ()) -> None:
+                 instructions: Iterable[InstructionCounts] = (),
+                 memory: Iterable[MemoryCounts] = ()) -> None:
         super().__init__(measurements)
         self.instructions: list[InstructionCounts] = list(instructions)
+        self.memory: list[MemoryCounts] = list(memory)
         self.environment: dict[str, Any] = environment or {}
         self.version = version
 
     def all(self) -> list[Result]:
-        """Measurements and instruction counts together, in that order."""
-        return [*self, *self.instructions]
+        """Measurements, instruction counts and memory counts together, in that order."""
+        return [*self, *self.instructions, *self.memory]
 
 
 # -- what can be saved ------------------------------------------------------------
@@ -104,7 +128,8 @@ def _from_torch_measurement(m: Any) -> Measurement:
 
 
 def to_result(item: Any) -> Result:
-    """``item`` as a result opbench saves: a Measurement or InstructionCounts as is, a
+    """``item`` as a result opbench saves: a Measurement, InstructionCounts or MemoryCounts
+    as is, a
     CallgrindStats (or a tuple of repeats) as InstructionCounts, and torch's own
     Measurement and CallgrindStats converted, so results produced by
     ``torch.utils.benchmark`` can be saved too.
@@ -112,19 +137,19 @@ def to_result(item: Any) -> Result:
     Raises:
         TypeError: anything else.
     """
-    if isinstance(item, (Measurement, InstructionCounts)):
+    if isinstance(item, (Measurement, *_COUNTS)):
         return item
     first = item[0] if isinstance(item, tuple) and item else item
     if hasattr(first, "stmt_exclusive_stats") and hasattr(first, "counts"):
         return InstructionCounts.from_callgrind(item)
     if all(hasattr(item, a) for a in ("number_per_run", "raw_times", "task_spec")):
         return _from_torch_measurement(item)
-    raise TypeError(f"save() takes Measurements, InstructionCounts or CallgrindStats "
+    raise TypeError(f"save() takes Measurements, InstructionCounts, MemoryCounts or CallgrindStats "
                     f"(opbench's or torch's), got {type(item).__name__}")
 
 
 def _items(results: Any) -> list[Result]:
-    if isinstance(results, (Measurement, InstructionCounts)) or hasattr(results, "raw_times"):
+    if isinstance(results, (Measurement, *_COUNTS)) or hasattr(results, "raw_times"):
         return [to_result(results)]
     if isinstance(results, Results):
         return results.all()
@@ -242,6 +267,15 @@ def _instructions_to_dict(c: InstructionCounts) -> dict[str, Any]:
     return entry
 
 
+def _memory_to_dict(c: MemoryCounts) -> dict[str, Any]:
+    entry = c.to_dict()
+    _with_extras(entry, c, ("info",))
+    # For readers other than opbench (recomputed on load): each source's figures per call.
+    entry["per_call"] = {s: {f: c.per_call(f, s) for f in fields}
+                         for s, fields in c.counts.items()}
+    return entry
+
+
 def save(
     results: Any,
     path: str | os.PathLike[str],
@@ -279,6 +313,7 @@ def dumps(results: Any, *, environment: dict[str, Any] | None = None) -> str:
         "measurements": [_measurement_to_dict(r) for r in items if isinstance(r, Measurement)],
         "instructions": [_instructions_to_dict(r) for r in items
                          if isinstance(r, InstructionCounts)],
+        "memory": [_memory_to_dict(r) for r in items if isinstance(r, MemoryCounts)],
     }
     if not _round_trips(doc["environment"]):
         raise ValueError("environment must be a JSON-able dict")
@@ -287,8 +322,12 @@ def dumps(results: Any, *, environment: dict[str, Any] | None = None) -> str:
 
 # -- loading ------------------------------------------------------------------
 
-def _is_positive(v: Any) -> bool:
-    return is_finite_number(v) and v > 0
+def _is_time(v: Any) -> bool:
+    return is_finite_number(v) and _TIME_RANGE[0] <= v <= _TIME_RANGE[1]
+
+
+def _is_count(v: Any, minimum: int = 1) -> bool:
+    return is_count(v, minimum) and v < _MAX_COUNT
 
 
 class _Checker:
@@ -317,13 +356,14 @@ class _Checker:
         self.expect(isinstance(doc.get("environment"), dict), "environment",
                     "missing or not an object")
         for field, check in self.entry_checks():
-            entries = doc.get(field, [] if field == "instructions" else None)
+            entries = doc.get(field, [] if field in _OPTIONAL_LISTS else None)
             self.expect(isinstance(entries, list), field, "missing or not a list")
             for i, entry in enumerate(entries):
                 check(entry, f"{field}[{i}]")
 
     def entry_checks(self) -> tuple[tuple[str, Any], ...]:
-        return (("measurements", self.measurement), ("instructions", self.instructions))
+        return (("measurements", self.measurement), ("instructions", self.instructions),
+                ("memory", self.memory))
 
     def _entry(self, e: Any, where: str, required: set[str], known: set[str]) -> str:
         """Checks an entry's shape and task_spec; returns ``where`` with the entry's key."""
@@ -334,8 +374,8 @@ class _Checker:
         self.expect(not unknown, where, f"unknown keys {sorted(unknown)}")
         self.task_spec(e["task_spec"], f"{where}.task_spec")
         where = f"{where} ({TaskSpec(**e['task_spec']).key})"
-        self.expect(is_count(e["number_per_run"]), f"{where}.number_per_run",
-                    f"expected a positive int, got {e['number_per_run']!r}")
+        self.expect(_is_count(e["number_per_run"]), f"{where}.number_per_run",
+                    f"expected a positive int below 2**64, got {e['number_per_run']!r}")
         self.expect(isinstance(e.get("info", {}), dict), f"{where}.info", "expected an object")
         return where
 
@@ -345,14 +385,20 @@ class _Checker:
         times = e["raw_times"]
         self.expect(isinstance(times, list) and len(times) > 0, f"{where}.raw_times",
                     "expected a non-empty list of times")
-        bad = [t for t in times if not _is_positive(t)]
+        bad = [t for t in times if not (is_finite_number(t) and t > 0)]
         self.expect(not bad, f"{where}.raw_times",
                     f"times must be finite positive numbers, got {bad[0]!r}" if bad else "")
+        n = e["number_per_run"]
+        bad = [t for t in times if not (_is_time(t) and _is_time(t / n))]
+        self.expect(not bad, f"{where}.raw_times",
+                    f"times (and times per run) must be between {_TIME_RANGE[0]:g} and "
+                    f"{_TIME_RANGE[1]:g} seconds, got {bad[0]!r}" if bad else "")
         self.expect(e.get("metadata") is None or isinstance(e["metadata"], dict),
                     f"{where}.metadata", "expected an object or null")
         overhead = e.get("overhead")
-        self.expect(overhead is None or (is_finite_number(overhead) and overhead >= 0),
-                    f"{where}.overhead", "expected a finite number >= 0 or null")
+        self.expect(overhead is None or overhead == 0 or _is_time(overhead),
+                    f"{where}.overhead", f"expected 0, null or seconds from {_TIME_RANGE[0]:g} "
+                    f"to {_TIME_RANGE[1]:g}")
         self.expect(e.get("clock") is None or isinstance(e["clock"], str),
                     f"{where}.clock", "expected a string or null")
 
@@ -361,10 +407,15 @@ class _Checker:
                             _INSTRUCTION_KEYS)
         counts = e["counts"]
         self.expect(isinstance(counts, list) and len(counts) > 0
-                    and all(is_count(c) for c in counts), f"{where}.counts",
-                    "expected a non-empty list of positive ints")
-        self.expect(is_count(e.get("baseline", 0), minimum=0), f"{where}.baseline",
-                    "expected an int >= 0")
+                    and all(_is_count(c) for c in counts), f"{where}.counts",
+                    "expected a non-empty list of positive ints below 2**64")
+        self.expect(_is_count(e.get("baseline", 0), minimum=0), f"{where}.baseline",
+                    "expected an int from 0 to 2**64")
+
+    def memory(self, e: Any, where: str) -> None:
+        where = self._entry(e, where, {"number_per_run", "counts", "task_spec"}, _MEMORY_KEYS)
+        problem = MemoryCounts.problem(e)
+        self.expect(problem is None, f"{where}.counts", problem or "")
 
     def task_spec(self, s: Any, where: str) -> None:
         self.expect(isinstance(s, dict), where, "expected an object")
@@ -380,8 +431,9 @@ class _Checker:
                     f"expected an int from 1 to {_MAX_THREADS}, got {threads!r}")
         for key in _WORK_FIELDS:
             v = s.get(key)
-            self.expect(v is None or (is_finite_number(v) and v >= 0), f"{where}.{key}",
-                        f"expected a finite number >= 0 or null, got {v!r}")
+            self.expect(v is None or (is_finite_number(v) and 0 <= v <= _MAX_WORK),
+                        f"{where}.{key}",
+                        f"expected a finite number from 0 to {_MAX_WORK:g} or null, got {v!r}")
         known = {f.name for f in dataclasses.fields(TaskSpec)}
         self.expect(not (s.keys() - known), where, f"unknown keys {sorted(s.keys() - known)}")
 
@@ -408,9 +460,14 @@ def _instructions_from_dict(e: dict[str, Any]) -> InstructionCounts:
     )
 
 
+def _memory_from_dict(e: dict[str, Any]) -> MemoryCounts:
+    return MemoryCounts(number_per_run=e["number_per_run"], counts=e["counts"],
+                        task_spec=TaskSpec(**e["task_spec"]), info=dict(e.get("info", {})))
+
+
 def load(path: str | os.PathLike[str]) -> Results:
-    """The results saved in ``path``: a list of Measurements with ``.instructions`` and
-    ``.environment``.
+    """The results saved in ``path``: a list of Measurements with ``.instructions``,
+    ``.memory`` and ``.environment``.
 
     Raises:
         ResultsFileError: truncated or corrupt JSON (with the error's position),
@@ -420,9 +477,32 @@ def load(path: str | os.PathLike[str]) -> Results:
         OSError: the file cannot be read.
     """
     p = Path(path)
+    return loads(_read(p), source=str(p))
+
+
+def _max_file_bytes() -> int:
+    text = os.environ.get(MAX_FILE_ENV)
+    try:
+        return int(float(text) * (1 << 20)) if text else int(_MAX_FILE_MB * (1 << 20))
+    except ValueError:
+        raise ResultsFileError(f"${MAX_FILE_ENV} must be a number of megabytes, got "
+                               f"{text!r}") from None
+
+
+def _read(p: Path) -> bytes:
+    """The bytes of ``p``, refused unread when there are more than the limit
+    (``$OPBENCH_MAX_FILE_MB``): a damaged or hostile file must not take all memory."""
     if p.is_dir():
         raise ResultsFileError(f"{p}: is a directory, not a results file")
-    return loads(p.read_bytes(), source=str(p))
+    limit = _max_file_bytes()
+    with open(p, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(limit + 1) if size <= limit else b""
+    if size > limit or len(data) > limit:
+        raise ResultsFileError(
+            f"{p}: {max(size, len(data)):,} bytes, more than the {limit:,} a results file may "
+            f"have: damaged, or not a results file (${MAX_FILE_ENV} raises the limit, in MB)")
+    return data
 
 
 def load_valid(path: str | os.PathLike[str]) -> tuple[Results, list[str]]:
@@ -440,16 +520,19 @@ def load_valid(path: str | os.PathLike[str]) -> tuple[Results, list[str]]:
     """
     p = Path(path)
     try:
-        return load(p), []
-    except (OSError, ResultsFileError) as whole:
-        problem = str(whole) if isinstance(whole, ResultsFileError) else f"{p}: {whole}"
+        data = _read(p)
+    except (OSError, ResultsFileError) as e:
+        return Results(), [str(e) if isinstance(e, ResultsFileError) else f"{p}: {e}"]
+    try:
+        return loads(data, source=str(p)), []
+    except ResultsFileError as whole:
         try:
-            doc = json.loads(p.read_bytes().decode("utf-8"))
+            doc = json.loads(data.decode("utf-8"))
             checker = _Checker(p)
-            checker.document({**doc, "measurements": [], "instructions": []})
-        except (OSError, ValueError, RecursionError, TypeError, ResultsFileError):
-            return Results(), [problem]
-    kept: dict[str, list[Any]] = {"measurements": [], "instructions": []}
+            checker.document({**doc, "measurements": [], "instructions": [], "memory": []})
+        except (ValueError, RecursionError, TypeError, ResultsFileError):
+            return Results(), [str(whole)]
+    kept: dict[str, list[Any]] = {"measurements": [], "instructions": [], "memory": []}
     problems = []
     for field, check in checker.entry_checks():
         entries = doc.get(field) if isinstance(doc.get(field), list) else []
@@ -463,7 +546,8 @@ def load_valid(path: str | os.PathLike[str]) -> tuple[Results, list[str]]:
             problems.append(f"{p}: {field}: not a list")
     results = Results((_measurement_from_dict(e) for e in kept["measurements"]),
                       environment=doc["environment"], version=doc["version"],
-                      instructions=(_instructions_from_dict(e) for e in kept["instructions"]))
+                      instructions=(_instructions_from_dict(e) for e in kept["instructions"]),
+                      memory=(_memory_from_dict(e) for e in kept["memory"]))
     try:
         check_keys(results.all(), str(p))
     except KeyCollisionError as e:
@@ -486,14 +570,21 @@ def loads(data: bytes | str, *, source: str = "<string>") -> Results:
             f"{source}: truncated or corrupt JSON at line {e.lineno} column {e.colno} "
             f"(char {e.pos}): {cause}"
         ) from None
+    except ValueError:  # an int longer than Python converts (sys.get_int_max_str_digits)
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+        raise ResultsFileError(f"{source}: corrupt: a number of more than {limit} digits") \
+            from None
     except RecursionError:
         raise ResultsFileError(f"{source}: corrupt: nested too deeply") from None
+    if pytest_benchmark_file.is_pytest_benchmark(doc):  # a pytest-benchmark baseline
+        doc = pytest_benchmark_file.as_results_document(doc, source, (FORMAT, VERSION))
     _Checker(source).document(doc)
     results = Results(
         (_measurement_from_dict(e) for e in doc["measurements"]),
         environment=doc["environment"],
         version=doc["version"],
         instructions=(_instructions_from_dict(e) for e in doc.get("instructions", [])),
+        memory=(_memory_from_dict(e) for e in doc.get("memory", [])),
     )
     try:
         check_keys(results.all(), source)

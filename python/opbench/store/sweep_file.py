@@ -87,8 +87,11 @@ def _parse(data: bytes, source: str) -> tuple[dict[str, Any], list[dict[str, Any
     for number, line in enumerate(lines, 1):
         try:
             entry = json.loads(line)
-        except ValueError as e:
+        except ValueError as e:  # a JSONDecodeError, or an int of more digits than Python reads
             raise ResultsFileError(f"{source}: line {number}: corrupt JSON ({e})") from None
+        except RecursionError:
+            raise ResultsFileError(f"{source}: line {number}: corrupt: nested too deeply") \
+                from None
         if not isinstance(entry, dict):
             raise ResultsFileError(f"{source}: line {number}: expected a JSON object")
         entry["_line"] = number
@@ -123,12 +126,13 @@ def _with_environment(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _completed(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """key -> results document of each task that succeeded (its first success), in
-    the order of the sweep's timers (results arrive in any order)."""
+    """key -> results document of each task that succeeded (its last success: a result
+    measured again because the machine was busy replaces the first), in the order of
+    the sweep's timers (results arrive in any order)."""
     done: dict[str, dict[str, Any]] = {}
     ordered = sorted(entries, key=lambda e: e["index"] if isinstance(e.get("index"), int) else -1)
     for entry in ordered:
-        if entry["status"] == "ok" and entry["key"] not in done:
+        if entry["status"] == "ok":
             done[entry["key"]] = _with_environment(entry["result"])
     return done
 

@@ -28,8 +28,8 @@ with a progress bar (counting finished tasks, with time left).
 The package also holds ``placement`` (which cores a task gets) and ``executors`` (a local
 process pool, Dask, Ray).
 
-Floor: sweep (may import from native, base, stats, engines, core, callgrind, timer, store, analysis
-and its own floor).
+Floor: sweep (may import from native, base, stats, engines, core, callgrind, memory,
+timer, store, analysis and its own floor).
 
 Example:
     >>> import opbench
@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import time
 from collections.abc import Iterable
 from typing import IO, Any
 
@@ -162,6 +164,40 @@ def _document(m: Measurement, environment: dict[str, Any]) -> dict[str, Any]:
     return json.loads(_results.dumps(stored, environment=jsonish(environment)))
 
 
+def _recovery_budget(recover: bool | float, method: str) -> bool | float | None:
+    """None (no recovery), True (as long as the sweep took) or the seconds asked for."""
+    if recover is False or method == "collect_callgrind":  # instruction counts are not disturbed
+        return None
+    if recover is True:
+        return True
+    if not isinstance(recover, (int, float)) or not 0 <= recover < math.inf:
+        raise ValueError(f"recover must be True, False or a budget in seconds (>= 0), "
+                         f"got {recover!r}")
+    return float(recover)
+
+
+def _recover(results: list[Any], run: Any, budget: float, *, quiet: bool,
+             progress: bool | None, stream: IO[str] | None) -> list[int]:
+    """Measures the disturbed results again through ``run`` (as the sweep measured them);
+    returns the indices measured again."""
+    from opbench.core import recovery
+
+    disturbed = [i for i, r in enumerate(results) if getattr(r, "disturbed", False)]
+    if not disturbed:
+        return []
+    with Progress(len(disturbed), desc="measuring disturbed results again", enabled=progress,
+                  stream=stream) as bar:
+        def again(i: int) -> Any:
+            before = results[i]
+            run([i], bar)
+            fresh, results[i] = results[i], before
+            return fresh
+
+        results[:] = recovery.remeasure(results, again, budget=budget,
+                                        quiet_wait=recovery.QUIET_WAIT_S if quiet else 0.0)
+    return disturbed
+
+
 def _here(timers: list[Any], todo: list[int], method: str, kwargs: dict[str, Any],
           bar: Progress, keep: Any) -> None:
     """Runs the tasks in this process, in order; exceptions propagate as themselves."""
@@ -217,6 +253,7 @@ def run_all(
     executor: Any = None,
     results_path: str | os.PathLike[str] | None = None,
     resume: bool = False,
+    recover: bool | float = False,
     **kwargs: Any,
 ) -> list[Any]:
     """Runs ``getattr(timer, method)(**kwargs)`` for every Timer, with a progress bar.
@@ -234,6 +271,10 @@ def run_all(
         results_path: a file to stream each result into as it arrives.
         resume: skip the tasks ``results_path`` already holds (their results
             are read back into the returned list).
+        recover: measure the results the busy machine disturbed again, at the end
+            (``opbench.core.recovery``): True within as much time again as the sweep
+            took, a number within that many seconds; False (default) keeps them as
+            measured, as torch would (they are flagged either way).
         **kwargs: passed to every call, e.g. ``min_run_time=1``.
 
     Returns:
@@ -241,7 +282,8 @@ def run_all(
         collect_callgrind).
 
     Raises:
-        ValueError: unknown ``method``; ``resume`` without ``results_path``.
+        ValueError: unknown ``method``; ``resume`` without ``results_path``; a negative
+            or infinite ``recover`` budget.
         TypeError: a timer lacks the method (or is no Timer, for an executor).
         SerializationError: a timer cannot be sent to a worker (names the global).
         PlacementError: no worker can give a task the slot it needs.
@@ -278,13 +320,29 @@ def run_all(
             del fields["index"]
             writer.add_failure(keys[failure.index], failure.index, fields)
 
+    def run(todo: list[int], bar: Progress) -> None:
+        if executor is None:
+            _here(timers, todo, method, kwargs, bar, keep)
+        elif todo:
+            _on_cluster(timers, todo, method, kwargs, executor, bar, keep, fail)
+
+    budget = _recovery_budget(recover, method)
     todo = [i for i, r in enumerate(results) if r is None]
     try:
+        started = time.monotonic()
         with Progress(len(todo), desc=method, enabled=progress, stream=stream) as bar:
-            if executor is None:
-                _here(timers, todo, method, kwargs, bar, keep)
-            elif todo:
-                _on_cluster(timers, todo, method, kwargs, executor, bar, keep, fail)
+            run(todo, bar)
+        if budget is not None:
+            measured_again = _recover(
+                results, run, time.monotonic() - started if budget is True else budget,
+                quiet=executor is None, progress=progress, stream=stream)
+            for i in measured_again:
+                if writer is None:
+                    break
+                # The file's last word on a task is the figure kept (a clean one, or the
+                # lower of two disturbed ones), whichever was measured last.
+                writer.add_result(keys[i], i, _document(
+                    results[i], results[i].info.get("environment") or {}))
     finally:
         if writer is not None:
             writer.close()

@@ -1,9 +1,11 @@
 /* opbench-chart 1.0.0: history charts drawn as SVG from the JSON embedded in the page.
  * Hand-written for opbench's report (no dependency, nothing fetched). Each
  * <div class="chart" data-series="ID"> gets one <svg class="chart-svg">: a point per
- * run (median) with its interval, the fitted levels, steps as vertical lines at the
- * first commit after them (class "step", data-commit), drifts shaded, and a tooltip
- * that follows the mouse with the nearest run's commit and environment.
+ * run (its figure, the 10th percentile) with its interval, the fitted levels, steps as
+ * vertical lines at the first commit after them (class "step", data-commit), drifts
+ * shaded, changes within the noise as faint lines (class "minor-step") titled so, commits
+ * labelled by tag where they have one, and a tooltip that follows the mouse with the
+ * nearest run's commit, tag and environment.
  */
 (function () {
   "use strict";
@@ -50,11 +52,18 @@
     s.commits.forEach(function (c, i) {
       if (i % every === 0)
         el("text", {x: x(i), y: H - B + 16, "text-anchor": "middle", "class": "commit-label"}, axes)
-          .textContent = c.commit ? c.commit.slice(0, 7) : "#" + i;
+          .textContent = c.tag || (c.commit ? c.commit.slice(0, 7) : "#" + i);
     });
     (s.drifts || []).forEach(function (d) {
       el("rect", {x: x(d.start), y: T, width: Math.max(x(d.end) - x(d.start), 2), height: H - T - B,
                   "class": "drift", "data-commit": s.commits[d.start].commit || ""}, svg);
+    });
+    (s.minor || []).forEach(function (d) {  // within the noise: faint, and said so
+      var at = (x(d.start) + x(d.end)) / 2;
+      var line = el("line", {x1: at, x2: at, y1: T, y2: H - B, "class": "minor-step",
+                             "data-commit": s.commits[d.end].commit || ""}, svg);
+      el("title", {}, line).textContent = d.kind + " " + (d.size * 100).toFixed(1) +
+        "% within the noise (z=" + d.z.toFixed(1) + ")";
     });
     (s.steps || []).forEach(function (d) {
       var at = (x(d.start) + x(d.end)) / 2;
@@ -82,7 +91,8 @@
       pts.forEach(function (p) { if (!best || Math.abs(x(p.x) - mx) < Math.abs(x(best.x) - mx)) best = p; });
       var c = s.commits[best.x];
       tip.textContent = "";
-      [(c.commit || "(no commit)") + (c.dirty ? " (dirty)" : "") + (c.branch ? " on " + c.branch : ""),
+      [(c.tag ? c.tag + " " : "") + (c.commit || "(no commit)") + (c.dirty ? " (dirty)" : "") +
+         (c.branch ? " on " + c.branch : ""),
        c.subject || "", c.time || "",
        "run " + best.run + ": " + (best.value / s.scale).toPrecision(4) + " " + s.unit +
          " [" + (best.low / s.scale).toPrecision(4) + ", " + (best.high / s.scale).toPrecision(4) + "]",

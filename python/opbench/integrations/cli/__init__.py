@@ -31,6 +31,7 @@ COMMANDS = {
     "report": "opbench.integrations.cli.report",
     "find": "opbench.integrations.cli.find",
     "peaks": "opbench.integrations.cli.peaks",
+    "check": "opbench.integrations.cli.check",
 }
 
 
@@ -98,8 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _takes_a_command(parser: argparse.ArgumentParser) -> bool:
-    """Whether a subcommand ends with a ``-- COMMAND`` of its own (ab, find)."""
-    return any(a.dest == "command" and a.nargs == "*" for a in parser._actions)
+    """Whether a subcommand ends with a ``-- COMMAND`` of its own (ab, find; history, whose
+    ``history run`` takes one: its parser defaults ``command``)."""
+    return (any(a.dest == "command" and a.nargs == "*" for a in parser._actions)
+            or parser.get_default("command") is not None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

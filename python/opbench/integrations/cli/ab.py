@@ -1,4 +1,4 @@
-"""``opbench ab --base REV [--rounds N] [--wave W] [--mode time|instructions] -- COMMAND...``: is the
+"""``opbench ab --base REV [--rounds N] [--wave W] [--mode time|instructions|memory] -- COMMAND...``: is the
 working tree slower than REV?
 
 Checks REV out in a temporary git worktree (its code first on PYTHONPATH, its
@@ -16,10 +16,16 @@ the interval of the ratio head / base includes the variance between runs,
 the suite's error is held by Holm's step-down, and the rounds stop early once
 every benchmark is decided (looks after each wave). --mode instructions counts
 instructions under callgrind instead: one round decides, and the report lists
-the functions whose counts changed most, grouped by where they live.
+the functions whose counts changed most, grouped by where they live. --mode memory
+counts each benchmark's allocations, bytes, peak and leak per call (the allocation
+counter preloaded): exact too, one round decides, and one extra allocation per call
+is a regression.
 
-A run that fails is reported and its round not counted; Ctrl-C stops the
-runs and reports the rounds that finished (exit status 130).
+A run that fails is reported and its round not counted; Ctrl-C (or SIGTERM)
+stops the runs and reports the rounds that finished (exit status 130).
+--redact leaves host names and absolute paths out of the report (a public PR
+comment); in Markdown every name is escaped (no heading, link, HTML or mention of
+its own).
 
 Exit status: 0 when no benchmark regressed; 1 on a regression or a possible
 regression (--inconclusive fail, the default), or when no round completed;
@@ -50,7 +56,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="with turns: rounds whose processes start at once and take turns "
                         "(default %(default)s); the session may stop after each wave")
     p.add_argument("--mode", choices=_choices.MODES, default="time",
-                   help="time (default) or instructions (callgrind; one round decides)")
+                   help="time (default), instructions (callgrind) or memory (allocations, bytes, "
+                        "peak and leak per call); counts: one round decides")
     p.add_argument("--threshold", default="5%",
                    help="the slowdown that matters, e.g. 5%% (default) or 0.05; a "
                         "benchmark's own (fixture threshold=) wins")
@@ -70,6 +77,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="seconds each run may take (default: no limit)")
     p.add_argument("--keep", metavar="DIR", help="keep every run's results file in DIR")
+    p.add_argument("--redact", action="store_true",
+                   help="leave host names and absolute paths out of the report (a public PR "
+                        "comment)")
     p.add_argument("--run-statistic", choices=_choices.RUN_STATISTICS, default="p10",
                    help="what a run contributes per benchmark: the 10th percentile of its "
                         "per-run times (default: the code's cost when the machine let it "
@@ -80,7 +90,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from opbench._files import atomic_write_text
+    from opbench._files import atomic_write_text, check_writable
     from opbench.gate.ab_session import run_ab
     from opbench.gate.revision import RevisionError, sigterm_as_interrupt
 
@@ -97,6 +107,11 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     threshold = parse_fraction(args.threshold, "--threshold")
+    if args.output:
+        try:
+            check_writable(args.output)  # before the session, not after it
+        except OSError as e:
+            raise UsageError(f"--output {args.output}: {e}") from None
     try:
         with sigterm_as_interrupt():
             report = run_ab(command, args.base, rounds=args.rounds, mode=args.mode,
@@ -107,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
                             statistic=args.run_statistic, wave=args.wave)
     except RevisionError as e:
         raise UsageError(str(e)) from None
-    text = report.render(args.format)
+    except ValueError as e:  # run_ab's arguments (--keep: a folder it cannot make)
+        raise UsageError(str(e)) from None
+    text = (report.redacted() if args.redact else report).render(args.format)
     sys.stdout.write(text)
     sys.stdout.flush()
     if args.output:

@@ -2,10 +2,13 @@
 
 Matches the benchmarks of two results files by key (a benchmark's name=, else
 its labels, else its statement; replicates pooled) and prints, per
-benchmark and worst first, both medians, the ratio NEW / BASELINE, its
-confidence interval and a verdict: "regression" / "improvement" when the
-whole interval lies beyond the threshold, "same" within it, "inconclusive"
-when it straddles it or too few samples formed no interval. An inconclusive
+benchmark and worst first, both sides' figures (a run's 10th percentile of
+per-run time; several runs a side: the geometric mean of theirs), the ratio
+NEW / BASELINE they make, its confidence interval and a verdict: "regression" /
+"improvement" when the whole interval lies beyond the threshold, "same" within
+it (or within it at the 90% of an equivalence test, shown), "inconclusive" when
+it straddles it or too few samples formed no interval. A file pytest-benchmark
+saved (--benchmark-json, or --benchmark-save-data) is read as results too. An inconclusive
 benchmark whose ratio of medians is beyond the threshold is a "possible
 regression", which fails the gate unless --inconclusive says otherwise.
 Instruction counts (timeit --callgrind --save, pytest --opbench-mode
@@ -17,6 +20,10 @@ the work the results declared or counted (Timer(flops=..., bytes=...)).
 
 --latest compares NEW with the latest run this machine saved with
 --autosave (.opbench/, see opbench.store.baselines).
+
+Names are printed as text: in Markdown escaped (they add no heading, link, HTML or
+mention), on a terminal with their control characters as escapes. --redact leaves
+out host names and absolute paths (for a public PR comment).
 
 Exit status: 0 when the gate passes; 1 on a regression, a possible
 regression (--inconclusive fail, the default) or a missing benchmark
@@ -57,6 +64,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "counted work")
     p.add_argument("--format", choices=_choices.FORMATS, default="text",
                    help="output: text (default), markdown (a PR comment) or json")
+    p.add_argument("--redact", action="store_true",
+                   help="leave out host names and absolute paths (a public PR comment)")
     return p
 
 
@@ -103,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
                               fail_on_missing=args.fail_on_missing, metric=args.gate_on)
     except NothingToCompareError as e:
         raise UsageError(f"{baseline} vs {new}: {e}") from None
-    if args.latest and args.format == "text":
+    if args.redact:
+        report = report.redacted()
+    elif args.latest and args.format == "text":
         print(f"baseline: {baseline}")
     print(report.render(args.format))
     sys.stdout.flush()

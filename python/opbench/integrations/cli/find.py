@@ -15,7 +15,8 @@ first, doubling up to ``--max-runs``). See ``opbench.gate.bisection``.
 
 Exit status: 0 when the commit is found; 1 when GOOD and BAD do not differ beyond
 the noise (nothing to find); 2 for bad input (revisions, a command that fails or
-saves no such benchmark).
+saves no such benchmark); 130 on Ctrl-C or SIGTERM (the command is stopped and the
+worktree removed).
 """
 from __future__ import annotations
 
@@ -52,10 +53,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"need 1 <= --runs <= --max-runs and --max-runs >= 2, got {args.runs} "
                          f"and {args.max_runs}")
     try:
-        found = bisection.find(args.benchmark, args.good, args.bad, command, runs=args.runs,
-                               max_runs=args.max_runs, timeout=args.timeout,
-                               prepare=args.prepare.split() if args.prepare else None,
-                               progress=print)
+        # A CI runner's cancel (SIGTERM) stops the runs and removes the worktree, as Ctrl-C.
+        with revision.sigterm_as_interrupt():
+            found = bisection.find(args.benchmark, args.good, args.bad, command,
+                                   runs=args.runs, max_runs=args.max_runs, timeout=args.timeout,
+                                   prepare=args.prepare.split() if args.prepare else None,
+                                   progress=print)
     except bisection.BisectError as e:
         if str(e).startswith("no step"):
             print(f"opbench find: {e}")

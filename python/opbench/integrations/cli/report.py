@@ -6,7 +6,9 @@ change beyond the noise; machines side by side) and a page per benchmark under
 fitted levels, steps and drifts marked, a tooltip with the commit and
 environment; time and instruction counts on separate charts). The site needs
 no server and fetches nothing: open ``DIR/index.html`` in a browser, or
-publish the folder as it is (see ``opbench.analysis.report``).
+publish the folder as it is (see ``opbench.analysis.report``); ``--redact`` leaves
+out host names and absolute paths first. A damaged run is named on the index by
+its path inside the history's folder.
 
 Exit status: 0; 2 when there is no history (``--root``, ``$OPBENCH_BASELINE_DIR``
 or ``.opbench``) or DIR cannot be written.
@@ -28,6 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--z", type=float, default=5.0,
                    help="standard errors of the noise a change must reach to be marked "
                         "(default 5)")
+    p.add_argument("--redact", action="store_true",
+                   help="leave out host names and absolute paths (for a public site)")
     return p
 
 
@@ -35,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from opbench.analysis import report
 
     try:
-        out = report.write(args.output, root=args.root, machines=args.machine, z_min=args.z)
+        out = report.write(args.output, root=args.root, machines=args.machine, z_min=args.z,
+                           redact=args.redact)
     except ValueError as e:
         raise UsageError(str(e)) from None
     except OSError as e:

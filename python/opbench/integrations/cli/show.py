@@ -24,6 +24,12 @@ Options:
                 unless NO_COLOR is set; the default), always or never.
     --verbose   also the full environment and each Measurement's statistics
                 (Measurement.describe(): std, median CI, outliers).
+    --redact    leave out host names and absolute paths (a file as its name), for output
+                that is published.
+
+Names are printed as text: on a terminal their control characters as escapes
+(``\\x1b``), in Markdown escaped (no heading, link, HTML or mention of theirs), in
+CSV a name that opens with ``=``, ``+``, ``-`` or ``@`` with a leading ``'``.
 
 Exit status: 0, or 2 when a file is missing, corrupt or from a newer opbench.
 """
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from opbench.integrations.cli import UsageError, add_color_option, command_parser, use_color
@@ -53,6 +60,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_color_option(p)
     p.add_argument("-v", "--verbose", action="store_true",
                    help="also print the environment and every Measurement's statistics")
+    p.add_argument("--redact", action="store_true",
+                   help="leave out host names and absolute paths (names, files, environment)")
     return p
 
 
@@ -72,18 +81,31 @@ def _load(path: str) -> Any:
         raise UsageError(f"cannot load {path}: {e}") from None
 
 
-def _keyed(result: Any, title: str, column: str) -> Any:
-    """``result`` placed in the table by its gate key (row) and its file (column)."""
+def _keyed(result: Any, title: str, column: str, shown: Callable[[str], str] = str) -> Any:
+    """``result`` placed in the table by its gate key (row) and its file (column), both
+    as ``shown`` writes them."""
     import dataclasses
 
     from opbench.core import identity
     from opbench.core.measurement import TaskSpec
 
-    key = identity.key(result)
+    key = shown(identity.key(result))
     spec = result.task_spec
     return dataclasses.replace(result, task_spec=TaskSpec(
-        stmt=key, setup="pass", label=title, sub_label=key, description=column,
+        stmt=key, setup="pass", label=title, sub_label=key, description=shown(column),
         flops=spec.flops, bytes=spec.bytes))  # declared work: for the throughput columns
+
+
+def _printable_spec(result: Any) -> Any:
+    """``result`` with every name of its TaskSpec ``printable``, for ``describe()``."""
+    import dataclasses
+
+    from opbench._text import printable
+
+    spec = result.task_spec
+    return dataclasses.replace(result, task_spec=dataclasses.replace(spec, **{
+        f.name: printable(getattr(spec, f.name)) for f in dataclasses.fields(spec)
+        if isinstance(getattr(spec, f.name), str)}))
 
 
 def _print_table(results: list[Any], args: argparse.Namespace) -> None:
@@ -119,38 +141,59 @@ def _instructions(results: Any) -> list[Any]:
     return list(results.instructions)
 
 
-def _groups(loaded: list[tuple[str, Any]]) -> list[list[Any]]:
-    """The tables' contents: times, then instruction counts, keyed by benchmark and file."""
+def _memory(results: Any) -> list[Any]:
+    return list(results.memory)
+
+
+def _groups(loaded: list[tuple[str, Any]], shown: Callable[[str], str] = str,
+            ) -> list[list[Any]]:
+    """The tables' contents: times, then instruction counts, then memory counts, keyed by
+    benchmark and file (the names as ``shown`` writes them)."""
     groups = []
-    for title, kind in (("times", list), ("instructions per run", _instructions)):
-        group = [_keyed(r, title, path) for path, results in loaded for r in kind(results)]
+    for title, kind in (("times", list), ("instructions per run", _instructions),
+                        ("memory per call", _memory)):
+        group = [_keyed(r, title, path, shown) for path, results in loaded
+                 for r in kind(results)]
         if group:
             groups.append(group)
     return groups
 
 
 def run(args: argparse.Namespace) -> int:
+    from opbench import _redact
+    from opbench._text import printable
     from opbench.analysis.columns import check
 
     check(args.columns)  # a bad --columns fails before any file is read
     loaded = [(path, _load(path)) for path in args.files]  # all or nothing: check every file
+    hosts = _redact.hosts_of(*(results.environment for _, results in loaded))
+
+    def hidden(text: str) -> str:
+        return _redact.text(text, hosts) if args.redact else text
+
+    if args.redact:
+        for _, results in loaded:
+            results.environment = _redact.environment(results.environment)
     if args.format != "text":
         if args.verbose:
             raise UsageError("--verbose prints the text tables' statistics: use it with "
                              "--format text")
-        sys.stdout.write(_export(_groups(loaded), args))
+        sys.stdout.write(_export(_groups(loaded, hidden), args))
         return 0
+    # A terminal: names, paths and facts from the files have their control characters
+    # shown as escapes, never sent (they could rewrite the screen).
     for path, results in loaded:
-        print(f"{path}: {len(results)} measurement(s)"
-              + (f", {len(results.instructions)} instruction count(s)"
-                 if results.instructions else ""))
-        print(_environment_line(results.environment))
+        print(printable(f"{hidden(path)}: {len(results)} measurement(s)"
+                        + (f", {len(results.instructions)} instruction count(s)"
+                           if results.instructions else "")
+                        + (f", {len(results.memory)} memory count(s)" if results.memory else "")))
+        print(printable(_environment_line(results.environment)))
         if args.verbose:
             print("environment: " + json.dumps(results.environment, sort_keys=True))
-    for group in _groups(loaded):
+    for group in _groups(loaded, lambda text: printable(hidden(text))):
         _print_table(group, args)
     if args.verbose:
         for m in (m for _, results in loaded for m in results):
             print()
-            print(m.describe())
+            print(_printable_spec(m).describe())
     return 0

@@ -16,9 +16,20 @@ to count it from the torch ops the statement runs): the result then says
 its GB/s and TFLOP/s, and whether it is memory- or compute-bound against
 this machine's measured peaks (``opbench peaks``).
 
+A measurement the busy machine disturbed (its threads waited for CPUs, or its
+core ran slow; ``opbench.core.disturbance``) is measured again, within as long
+again as it took (``--no-recover`` keeps the first); if it stays disturbed, its
+text says so and why.
+
 ``--callgrind`` counts instructions instead of timing (valgrind, Linux):
 ``-n`` runs under callgrind (default 100), ``-r`` repeats; with ``--save`` the
 counts go to the results file for an exact instruction-count gate.
+
+``--memory`` counts memory per call instead (Linux with glibc): allocations, bytes,
+peak and leak of Python objects, the native heap and CUDA, in a child process with
+opbench's allocation counter preloaded (``Timer.memory``); ``-n`` calls counted
+(default 100), ``-r`` repeats (default 3); with ``--save`` the counts go to the
+results file for an exact memory gate.
 
 Examples:
     opbench timeit -s "xs = list(range(1000))" "sorted(xs)"
@@ -26,10 +37,11 @@ Examples:
     opbench timeit --converge 1% --verbose "sum(range(100))"
     opbench timeit --callgrind -n 1000 --save counts.json "x = 1 + 1"
     opbench timeit --bytes count --flops count -s "x = torch.rand(1 << 24)" "x + x"
+    opbench timeit --memory -s "a = torch.ones(1000)" "a + a"
 
-Exit status: 0 on success, 1 when the statement raises or callgrind fails,
-2 for bad input (a statement that does not parse or needs what is missing,
-bad options, an unwritable --save path, no valgrind).
+Exit status: 0 on success, 1 when the statement raises or callgrind or the memory
+count fails, 2 for bad input (a statement that does not parse or needs what is
+missing, bad options, an unwritable --save path, no valgrind, no allocation counter).
 """
 from __future__ import annotations
 
@@ -45,6 +57,8 @@ if TYPE_CHECKING:
     from opbench.timer import Timer
 
 _CALLGRIND_NUMBER = 100
+_MEMORY_NUMBER = 100
+_MEMORY_REPEATS = 3
 _MIN_SAMPLES = 10
 
 
@@ -77,11 +91,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "('1%%' or '0.01')")
     p.add_argument("--callgrind", action="store_true",
                    help="count instructions under callgrind (needs valgrind) instead of timing")
+    p.add_argument("--memory", action="store_true",
+                   help="count memory per call (allocations, bytes, peak, leak; Python, native "
+                        "heap, CUDA) instead of timing")
     p.add_argument("--flops", default=None, metavar="N|count",
                    help="FLOPs of one run, or 'count' to count them from the torch ops it "
                         "runs; prints FLOP/s and where it sits under this machine's peaks")
     p.add_argument("--bytes", default=None, metavar="N|count",
                    help="bytes one run reads and writes, or 'count'; prints GB/s")
+    p.add_argument("--no-recover", dest="recover", action="store_false",
+                   help="keep a measurement the busy machine disturbed (default: measure it "
+                        "again, within as long again as it took)")
     p.add_argument("--label", default=None, help="label of the result (default: the statement)")
     p.add_argument("--name", default=None,
                    help="the benchmark's name, which a regression gate matches files on "
@@ -109,6 +129,8 @@ def _check_args(args: argparse.Namespace) -> float | None:
         raise UsageError("--converge chooses the block size and count itself: drop -n/-r")
     if args.callgrind and target is not None:
         raise UsageError("--callgrind counts instructions: it takes no --converge")
+    if args.memory and (target is not None or args.callgrind):
+        raise UsageError("--memory counts memory: it takes no --converge or --callgrind")
     for option in ("flops", "bytes"):
         setattr(args, option, _work(getattr(args, option), f"--{option}"))
     if args.save is not None:
@@ -193,17 +215,48 @@ def _callgrind(args: argparse.Namespace, timer: Timer) -> tuple[int, Any]:
     return 0, counts
 
 
-def _measure(args: argparse.Namespace, timer: Timer, target: float | None) -> Measurement:
+def _memory(args: argparse.Namespace, timer: Timer) -> tuple[int, Any]:
+    from opbench.errors import MemoryCountError, MemoryUnavailableError, SerializationError
+
+    try:
+        counts = timer.memory(args.number or _MEMORY_NUMBER, repeats=args.repeat or _MEMORY_REPEATS)
+    except (MemoryUnavailableError, SerializationError) as e:  # nothing could run
+        print(f"opbench timeit: error: {e}", file=sys.stderr)
+        return 2, None
+    except MemoryCountError as e:
+        print(f"opbench timeit: error: the memory count failed: {e}", file=sys.stderr)
+        return 1, None
+    except Exception as e:  # the statement's own error, with the child's traceback
+        traceback.print_exception(e)
+        print(f"opbench timeit: error: the statement raised {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return 1, None
+    print(counts.describe())
+    return 0, counts
+
+
+def measure(timer: Timer, *, number: int | None = None, repeat: int | None = None,
+            min_run_time: float = 0.2, min_samples: int = _MIN_SAMPLES,
+            target: float | None = None, default_repeat: int = 5) -> Measurement:
+    """A Measurement as ``timeit``'s options ask (the notebook magics share it): until the
+    median's interval is within ``target``; ``repeat`` blocks of ``number`` runs
+    (``default_repeat`` of them without ``repeat``); ``repeat`` blocks of the automatic
+    size; or, by default, blocks until ``min_run_time`` seconds and ``min_samples`` blocks."""
     from opbench.core.stopping import sample
 
     if target is not None:
-        return timer.converge(target, min_run_time=args.min_run_time)
-    if args.number is not None:
-        return timer.repeat(repeat=args.repeat or 5, number=args.number)
-    if args.repeat is not None:  # R blocks of the automatic size
-        number = timer.block_size(args.min_run_time)
-        return timer.measurement(number, [timer.run(number) for _ in range(args.repeat)])
-    return sample(timer, min_run_time=args.min_run_time, min_samples=args.min_samples)
+        return timer.converge(target, min_run_time=min_run_time)
+    if number is not None:
+        return timer.repeat(repeat=repeat or default_repeat, number=number)
+    if repeat is not None:  # R blocks of the automatic size
+        size = timer.block_size(min_run_time)
+        return timer.measurement(size, [timer.run(size) for _ in range(repeat)])
+    return sample(timer, min_run_time=min_run_time, min_samples=min_samples)
+
+
+def _measure(args: argparse.Namespace, timer: Timer, target: float | None) -> Measurement:
+    return measure(timer, number=args.number, repeat=args.repeat, min_run_time=args.min_run_time,
+                   min_samples=args.min_samples, target=target)
 
 
 def _save(args: argparse.Namespace, result: Any) -> int:
@@ -225,11 +278,16 @@ def _save(args: argparse.Namespace, result: Any) -> int:
 def run(args: argparse.Namespace) -> int:
     target = _check_args(args)
     timer = _make_timer(args)
-    if args.callgrind:
-        status, counts = _callgrind(args, timer)
+    if args.callgrind or args.memory:
+        status, counts = (_callgrind if args.callgrind else _memory)(args, timer)
         return status if counts is None else _save(args, counts)
     try:
-        m = _measure(args, timer, target)
+        if args.recover:
+            from opbench.core.recovery import recovered
+
+            m = recovered(lambda: _measure(args, timer, target))
+        else:
+            m = _measure(args, timer, target)
     # The user's statement may raise anything: show where, as python -m timeit does.
     except Exception as e:
         traceback.print_exc()

@@ -40,13 +40,20 @@ Options (the gate):
                                 instruction mode: R counted loops of N calls per benchmark
                                 (100 and 3; per benchmark: the fixture's
                                 instruction_number= and instruction_repeats=).
+    --opbench-mode memory       run the session again with opbench's allocation counter
+                                preloaded and count each benchmark's allocations, bytes,
+                                peak and leak per call (exact: gates one extra allocation);
+                                --opbench-memory-number N / --opbench-memory-repeats R
+                                (100 and 3; the fixture's memory_number= / memory_repeats=).
+                                One benchmark alone: the fixture's mode="memory".
     --opbench-base REV          A/B: run this same command on git revision REV and on the
                                 working tree in interleaved rounds (``opbench ab``; the
                                 processes take turns to time) and fail on a regression,
                                 decided on runs; --opbench-rounds N (default 3) at most,
                                 --opbench-wave W (default 3) of them at once.
     --opbench-report PATH       write the gate's report (--opbench-compare or --opbench-base)
-                                to PATH, in --opbench-format markdown (default), json or text.
+                                to PATH, in --opbench-format markdown (default), json or text;
+                                --opbench-redact leaves host names and absolute paths out.
 
 A benchmark's own threshold: ``opbench(fn, threshold="10%")`` or
 ``@pytest.mark.opbench(threshold=0.1)``; it is saved with the result and the gates use it.
@@ -67,16 +74,22 @@ alone prints, compares and saves them.
 One module per concern: ``options`` (and test selection), ``session`` (the
 options checked, the results), ``ab`` (``--opbench-base``: the A/B of two
 revisions), ``callgrind_rerun`` (instruction mode),
-``xdist`` (the lock, workers' results), ``fixture``, ``policy`` (confirming a
+``xdist`` (the lock, workers' results), ``fixture``, ``memory_rerun`` (memory mode), ``policy`` (confirming a
 regression by pooled re-measurements; thresholds), ``saving`` (gate, save and the
-report file at the end), ``report`` (what it prints).
+report file at the end), ``report`` (what it prints), ``benchmark_compat``
+(pytest-benchmark's ``benchmark`` fixture, marker and options, registered as a plugin
+of its own only where pytest-benchmark is not active: ``-p no:benchmark``, or not
+installed).
 pytest registers this module: its hooks and fixture are imported here.
 """
 from __future__ import annotations
 
+import pytest
+
+from opbench.integrations.pytest_plugin import benchmark_compat, options
 from opbench.integrations.pytest_plugin.ab import pytest_cmdline_main
 from opbench.integrations.pytest_plugin.fixture import BenchmarkFixture, opbench
-from opbench.integrations.pytest_plugin.options import pytest_addoption, pytest_collection_modifyitems
+from opbench.integrations.pytest_plugin.options import pytest_collection_modifyitems
 from opbench.integrations.pytest_plugin.report import pytest_report_header, pytest_terminal_summary
 from opbench.integrations.pytest_plugin.saving import pytest_sessionfinish, pytest_testnodedown
 from opbench.integrations.pytest_plugin.session import pytest_configure
@@ -86,3 +99,10 @@ __all__ = ["BenchmarkFixture", "opbench", "pytest_addoption", "pytest_cmdline_ma
            "pytest_collection_modifyitems", "pytest_configure", "pytest_configure_node",
            "pytest_report_header", "pytest_sessionfinish", "pytest_terminal_summary",
            "pytest_testnodedown"]
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """The ``--opbench-*`` options; and pytest-benchmark's fixture, marker and options where
+    pytest-benchmark will not serve them (``benchmark_compat``)."""
+    options.pytest_addoption(parser)
+    benchmark_compat.register(pluginmanager)

@@ -3,7 +3,8 @@
 This same pytest command, less the A/B options, runs on REV and on the working tree in
 interleaved rounds; this process prints the report (and writes ``--opbench-report``)
 and exits with the A/B's status instead of running the tests itself. Otherwise the
-instruction mode's rerun under callgrind (``callgrind_rerun``) decides.
+instruction mode's rerun under callgrind (``callgrind_rerun``), or memory mode's with the
+allocation counter (``memory_rerun``), decides.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 
 import pytest
 
-from opbench.integrations.pytest_plugin import callgrind_rerun
+from opbench.integrations.pytest_plugin import callgrind_rerun, memory_rerun
 
 # Options of the session that `--opbench-base` runs itself, not passed to its runs.
 _AB_OPTIONS = ("--opbench-base", "--opbench-rounds", "--opbench-wave", "--opbench-report", "--opbench-format",
@@ -69,7 +70,8 @@ def _ab_main(config: pytest.Config, base: str) -> int:
         raise pytest.UsageError(f"--opbench-base: {e}") from None
     sys.stdout.write(report.text())
     if opt("opbench_report"):
-        atomic_write_text(opt("opbench_report"), report.render(opt("opbench_format")))
+        written = report.redacted() if opt("opbench_redact") else report
+        atomic_write_text(opt("opbench_report"), written.render(opt("opbench_format")))
         sys.stdout.write(f"opbench: wrote the report to {opt('opbench_report')}\n")
     sys.stdout.flush()
     if report.interrupted:
@@ -80,8 +82,10 @@ def _ab_main(config: pytest.Config, base: str) -> int:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """With --opbench-base, runs the A/B session and exits with its status; otherwise
-    instruction mode's rerun under callgrind (``callgrind_rerun``) may take over."""
+    instruction mode's rerun under callgrind (``callgrind_rerun``) or memory mode's with
+    the allocation counter (``memory_rerun``) may take over."""
     base = config.getoption("opbench_base")
     if base is not None:
         return _ab_main(config, base)
-    return callgrind_rerun.rerun_under_callgrind(config)
+    status = callgrind_rerun.rerun_under_callgrind(config)
+    return memory_rerun.rerun_with_counter(config) if status is None else status

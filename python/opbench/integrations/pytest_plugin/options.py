@@ -1,5 +1,6 @@
-"""The plugin's command-line options (``--opbench-*``), the one that picks tests:
-``--opbench-only`` / ``--opbench-skip``, and the arguments that load the plugin in a
+"""The plugin's command-line options (``--opbench-*``), what picks tests
+(``--opbench-only`` / ``--opbench-skip``, and ``$OPBENCH_SELECT``: the benchmarks an
+``opbench find`` run needs), and the arguments that load the plugin in a
 pytest of one's own (``load_args``)."""
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ _LATEST = "latest"
 # Instruction mode: calls per counted loop, and counted loops per benchmark.
 _INSTRUCTION_NUMBER = 100
 _INSTRUCTION_REPEATS = 3
+# Memory mode: calls counted per window, and windows per benchmark (Timer.memory's).
+_MEMORY_NUMBER = 100
+_MEMORY_REPEATS = 3
+# Blocks a benchmark takes at least: a run counts by its 10th percentile, whose 95%
+# interval (opbench.stats.run_figure) needs 36 blocks; a few more for the gate to decide.
+_MIN_SAMPLES = 40
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -71,13 +78,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write the gate's report (--opbench-compare or --opbench-base) to PATH.")
     add("--opbench-format", choices=_choices.FORMATS, default="markdown",
         help="format of --opbench-report: markdown (default: a PR comment), json or text.")
+    add("--opbench-redact", action="store_true", default=False,
+        help="--opbench-report without host names or absolute paths (a public PR comment).")
     add("--opbench-mode", choices=_choices.MODES, default="time",
-        help="time (default), or count instructions under callgrind (needs valgrind).")
+        help="time (default), count instructions under callgrind (needs valgrind), or "
+             "memory: allocations, bytes, peak and leak per call (the session runs again with "
+             "opbench's allocation counter preloaded).")
     add("--opbench-instruction-number", type=int, default=_INSTRUCTION_NUMBER, metavar="N",
         help=f"instruction mode: calls per counted loop (default {_INSTRUCTION_NUMBER}).")
     add("--opbench-instruction-repeats", type=int, default=_INSTRUCTION_REPEATS, metavar="R",
         help=f"instruction mode: counted loops per benchmark, the spread the gate allows "
              f"(default {_INSTRUCTION_REPEATS}).")
+    add("--opbench-memory-number", type=int, default=_MEMORY_NUMBER, metavar="N",
+        help=f"memory mode: calls counted per window (default {_MEMORY_NUMBER}).")
+    add("--opbench-memory-repeats", type=int, default=_MEMORY_REPEATS, metavar="R",
+        help=f"memory mode: windows counted per benchmark, which must agree (default "
+             f"{_MEMORY_REPEATS}).")
     add("--opbench-disable", action="store_true", default=False,
         help="run each benchmark once (fast test runs): the fixture returns a Measurement of "
              "that call; nothing is saved or compared.")
@@ -85,8 +101,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="seconds each benchmark measures at least (default 0.2).")
     add("--opbench-max-time", type=float, default=None, metavar="S",
         help="seconds after which a benchmark stops, samples or not (default: none).")
-    add("--opbench-min-samples", type=int, default=10, metavar="K",
-        help="blocks each benchmark measures at least (default 10: enough to decide).")
+    add("--opbench-min-samples", type=int, default=_MIN_SAMPLES, metavar="K",
+        help=f"blocks each benchmark measures at least (default {_MIN_SAMPLES}: the 10th "
+             "percentile, what the gate compares, has a 95%% interval from 36 on).")
+    add("--opbench-no-recover", action="store_true", default=False,
+        help="keep a figure the busy machine disturbed (default: measure it again, within as "
+             "long again as it took; either way it is marked in the summary).")
     add("--opbench-only", action="store_true", default=False,
         help="run only the tests that use the opbench fixture.")
     add("--opbench-skip", action="store_true", default=False,
@@ -98,15 +118,50 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "the timed regions).")
 
 
+# Set by `opbench find` (= opbench.gate.bisection.SELECT_ENV): the benchmark keys (a JSON
+# list) a run needs; every test that holds none of them is deselected.
+_SELECT_ENV = "OPBENCH_SELECT"
+# The fixtures that make a test a benchmark (pytest-benchmark's, served by opbench when
+# pytest-benchmark is not there: benchmark_compat).
+_BENCHMARK_FIXTURES = ("opbench", "benchmark")
+
+
+def _selected(nodeid: str, keys: list[str]) -> bool:
+    """Whether the test ``nodeid`` holds one of ``keys`` (a key is the node id, or it
+    followed by ``::name`` or ``#N``: opbench.core.identity.pytest_key)."""
+    return any(k == nodeid or k.startswith((f"{nodeid}::", f"{nodeid}#")) for k in keys)
+
+
+def _select_keys() -> list[str] | None:
+    import json
+    import os
+
+    text = os.environ.get(_SELECT_ENV)
+    if not text:
+        return None
+    try:
+        keys = json.loads(text)
+    except ValueError:
+        raise pytest.UsageError(f"${_SELECT_ENV} must be a JSON list of benchmark keys, got "
+                                f"{text[:80]!r}") from None
+    if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+        raise pytest.UsageError(f"${_SELECT_ENV} must be a JSON list of benchmark keys")
+    return keys
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     only, skip = config.getoption("opbench_only"), config.getoption("opbench_skip")
-    if not (only or skip):
+    keys = _select_keys()
+    if not (only or skip or keys is not None):
         return
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
-        benchmark = "opbench" in getattr(item, "fixturenames", ())
-        (keep if benchmark == bool(only) else drop).append(item)
+        benchmark = any(f in getattr(item, "fixturenames", ()) for f in _BENCHMARK_FIXTURES)
+        wanted = (benchmark == bool(only)) if (only or skip) else True
+        if keys is not None:
+            wanted = wanted and _selected(item.nodeid, keys)
+        (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -97,10 +97,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.report is not None and state.report_path:
         from opbench._files import atomic_write_text
 
-        atomic_write_text(state.report_path, state.report.render(state.report_format))
+        report = state.report.redacted() if state.report_redact else state.report
+        atomic_write_text(state.report_path, report.render(state.report_format))
         state.saved.append(f"wrote the gate's report ({state.report_format}) to "
                            f"{state.report_path}")
     failed = state.gate_error is not None or (state.report is not None
                                               and state.report.exit_status != 0)
-    if failed and state.fail_above is not None and session.exitstatus == 0:
+    state.gate_failed = failed and state.fail_above is not None
+    if state.gate_failed and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -38,11 +38,15 @@ class _Session:
         self.min_time: float = opt("opbench_min_time")
         self.max_time: float | None = opt("opbench_max_time")
         self.min_samples: int = opt("opbench_min_samples")
+        self.recover: bool = not opt("opbench_no_recover")
         self.instruction_number: int = opt("opbench_instruction_number")
         self.instruction_repeats: int = opt("opbench_instruction_repeats")
+        self.memory_number: int = opt("opbench_memory_number")
+        self.memory_repeats: int = opt("opbench_memory_repeats")
         self.sort: str = opt("opbench_sort")
         self.report_path: str | None = opt("opbench_report")
         self.report_format: str = opt("opbench_format")
+        self.report_redact: bool = opt("opbench_redact")
         self.is_worker = hasattr(config, "workerinput")
         self.lock_path: str | None = (config.workerinput.get(_LOCK_KEY)  # type: ignore[attr-defined]
                                       if self.is_worker else None)
@@ -52,6 +56,7 @@ class _Session:
         self.threshold = 0.05
         self.report: Report | None = None
         self.gate_error: str | None = None
+        self.gate_failed = False  # the gate failed the session (pytest's last line says so)
         self.saved: list[str] = []  # what was written where, for the summary
         self.turns: Any = None  # opbench.gate.turns.TurnClient in an `opbench ab` round
         if os.environ.get(_TURNS_ENV) and not self.is_worker:
@@ -75,6 +80,9 @@ class _Session:
         if self.instruction_number < 1 or self.instruction_repeats < 1:
             raise pytest.UsageError("--opbench-instruction-number and --opbench-instruction-"
                                     "repeats must be positive integers")
+        if self.memory_number < 1 or self.memory_repeats < 1:
+            raise pytest.UsageError("--opbench-memory-number and --opbench-memory-repeats must "
+                                    "be positive integers")
         if self.fail_above is not None:
             if self.baseline_path is None and config.getoption("opbench_base") is None:
                 raise pytest.UsageError("--opbench-fail-above needs --opbench-compare [BASELINE] "
@@ -85,6 +93,10 @@ class _Session:
                 raise pytest.UsageError(str(e)) from None
         if self.disabled:
             return
+        if self.mode == "memory":
+            from opbench.integrations.pytest_plugin.memory_rerun import check_counter
+
+            check_counter()
         if self.save_path is not None:
             self.previous = self._existing(self.save_path)
         if self.baseline_path is not None:

@@ -46,15 +46,26 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-# Environment variables that change how timed code runs whatever the Timer says:
-# the allocator (Dask's nanny gives its workers MALLOC_TRIM_THRESHOLD_=65536, which
-# hands memory back to the OS on every large free) and the thread pools of OpenMP,
-# MKL and OpenBLAS (numpy's, which Timer's num_threads does not set).
-_TIMING_VARIABLE_PREFIXES = ("MALLOC_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_")
-_TIMING_VARIABLES = ("PYTHONMALLOC", "LD_PRELOAD")
-# Those that set up the memory allocator: a worker whose differ from the driver's
-# times every allocating statement differently (the Timer cannot undo it).
-_ALLOCATOR_VARIABLES = ("MALLOC_", "PYTHONMALLOC", "LD_PRELOAD")
+# Environment variables that change how timed code runs whatever the Timer says, by
+# their exact names (a prefix would record whatever else someone named so, a token
+# included, in every results file). Those that set up the memory allocator (Dask's
+# nanny gives its workers MALLOC_TRIM_THRESHOLD_=65536, which hands memory back to the
+# OS on every large free): a worker whose differ from the driver's times every
+# allocating statement differently (the Timer cannot undo it).
+_ALLOCATOR_VARIABLES = (
+    "MALLOC_ARENA_MAX", "MALLOC_ARENA_TEST", "MALLOC_CHECK_", "MALLOC_MMAP_MAX_",
+    "MALLOC_MMAP_THRESHOLD_", "MALLOC_PERTURB_", "MALLOC_TOP_PAD_", "MALLOC_TRIM_THRESHOLD_",
+    "GLIBC_TUNABLES", "MALLOC_CONF", "PYTHONMALLOC", "LD_PRELOAD")
+# Then the thread pools of OpenMP (GNU's, Intel's), MKL and OpenBLAS (numpy's, which
+# Timer's num_threads does not set), and the instruction set torch dispatches to.
+_TIMING_VARIABLES = (
+    *_ALLOCATOR_VARIABLES,
+    "OMP_NUM_THREADS", "OMP_DYNAMIC", "OMP_PROC_BIND", "OMP_PLACES", "OMP_SCHEDULE",
+    "OMP_WAIT_POLICY", "OMP_STACKSIZE", "OMP_MAX_ACTIVE_LEVELS", "OMP_THREAD_LIMIT",
+    "GOMP_CPU_AFFINITY", "GOMP_SPINCOUNT", "KMP_AFFINITY", "KMP_BLOCKTIME", "KMP_HW_SUBSET",
+    "KMP_LIBRARY", "MKL_NUM_THREADS", "MKL_DYNAMIC", "MKL_THREADING_LAYER",
+    "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+    "ATEN_CPU_CAPABILITY")
 
 
 def _environment_at_start() -> dict[str, str]:
@@ -77,13 +88,13 @@ def timing_variables() -> dict[str, str]:
 
 
 def _is_timing_variable(name: str) -> bool:
-    return name.startswith(_TIMING_VARIABLE_PREFIXES) or name in _TIMING_VARIABLES
+    return name in _TIMING_VARIABLES
 
 
 def is_allocator_variable(name: str) -> bool:
-    """Whether ``name`` sets up the memory allocator (glibc's MALLOC_*, PYTHONMALLOC,
-    an LD_PRELOAD of jemalloc or tcmalloc)."""
-    return name.startswith(_ALLOCATOR_VARIABLES)
+    """Whether ``name`` sets up the memory allocator (glibc's MALLOC_* and tunables,
+    jemalloc's MALLOC_CONF, PYTHONMALLOC, an LD_PRELOAD of jemalloc or tcmalloc)."""
+    return name in _ALLOCATOR_VARIABLES
 
 
 def _pool_environment() -> dict[str, str]:
