@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import signal
 import zlib
 
 import pytest
@@ -16,6 +17,13 @@ import pytest
 # disturbance signals here (nor in the processes tests start), unless a test turns
 # them on (test_disturbance.py drives the verdicts with recorded signals).
 os.environ["OPBENCH_DISTURBANCE"] = "off"
+
+# A shell that starts pytest in the background (`cmd &` without job control) leaves
+# SIGINT ignored, and the processes the Ctrl-C tests start inherit that: they would
+# never see the interrupt they are tested on. A handler here is reset to the default
+# in every child at exec, so each child Python turns SIGINT into KeyboardInterrupt.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from opbench.integrations.pytest_plugin.options import load_args
 
