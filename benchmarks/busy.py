@@ -116,6 +116,8 @@ def main() -> int:
     parser.add_argument("--burst", type=float, default=1.0, help="seconds on, then off (bursty)")
     parser.add_argument("--competitors", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--ways", nargs="+", default=["quiet", "constant", "bursty"])
+    parser.add_argument("--save", metavar="DIR", help="save every table (its signals included) "
+                        "as DIR/<rep>-<way>-{quiet,busy}.json, for judging again offline")
     args = parser.parse_args()
     if args.quick:
         args.reps, args.sizes, args.min_run_time = 1, [1, 64], 0.01
@@ -134,6 +136,10 @@ def main() -> int:
                     stack.enter_context(competitors(args.competitors, load or None))
                 busy, busy_s = table(args.sizes, threads, args.min_run_time,
                                      recover=way == "bursty")
+            if args.save:
+                os.makedirs(args.save, exist_ok=True)
+                for side, results in (("quiet", quiet), ("busy", busy)):
+                    opbench.save(results, os.path.join(args.save, f"{rep}-{way}-{side}.json"))
             row = judge(way, quiet, quiet_s, busy, busy_s)
             rows.append(row)
             print(f"  rep {rep + 1} {way:8s}: {row['off']:2d} of {row['cells']} cells >1.5x off, "
