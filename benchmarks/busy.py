@@ -107,6 +107,34 @@ def judge(way: str, quiet: list[Any], quiet_s: float, busy: list[Any], busy_s: f
     }
 
 
+def _key(m: Any) -> tuple[Any, ...]:
+    spec = m.task_spec
+    return spec.label, spec.sub_label, spec.description, spec.num_threads
+
+
+def against_best(rows: list[dict], tables: list[tuple[list[Any], list[Any]]]) -> None:
+    """The same tables judged against each cell's best quiet figure (the lowest median of
+    every table measured without competitors): a quiet reference is one table, and on a
+    shared host it can itself be slow (opbench flags its cells when it is)."""
+    best: dict[tuple[Any, ...], float] = {}
+    for row, (quiet, busy) in zip(rows, tables):
+        for m in quiet + (busy if row["way"] == "quiet" else []):
+            best[_key(m)] = min(best.get(_key(m), float("inf")), m.median)
+    print("\nAgainst each cell's best quiet figure (lowest median of the tables without "
+          "competitors):")
+    print("| way | reference cells flagged | cells >1.5x off best | flagged of those "
+          "| flagged within 15% of best (false) | within 15% of best |")
+    print("|---|---|---|---|---|---|")
+    for row, (quiet, busy) in zip(rows, tables):
+        ratios = [b.median / best[_key(b)] for b in busy]
+        flags = [b.disturbed for b in busy]
+        off = [r > 1.5 for r in ratios]
+        print(f"| {row['way']} | {sum(q.disturbed for q in quiet)} | {sum(off)} of {len(busy)} | "
+              f"{sum(o and f for o, f in zip(off, flags))} | "
+              f"{sum(f and r <= 1.15 for f, r in zip(flags, ratios))} | "
+              f"{sum(r <= 1.15 for r in ratios)} of {len(busy)} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: small sizes, one repetition")
@@ -127,6 +155,7 @@ def main() -> int:
     print(f"# {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; sizes {args.sizes}, "
           f"threads {threads}, {args.competitors} competitors, bursts of {args.burst} s")
     rows = []
+    tables = []
     for rep in range(args.reps):
         for way in args.ways:
             quiet, quiet_s = table(args.sizes, threads, args.min_run_time, recover=False)
@@ -142,6 +171,7 @@ def main() -> int:
                     opbench.save(results, os.path.join(args.save, f"{rep}-{way}-{side}.json"))
             row = judge(way, quiet, quiet_s, busy, busy_s)
             rows.append(row)
+            tables.append((quiet, busy))
             print(f"  rep {rep + 1} {way:8s}: {row['off']:2d} of {row['cells']} cells >1.5x off, "
                   f"{row['off_flagged']} flagged; flagged {row['flagged']}; within 15% "
                   f"{row['within15']}; time {row['time']:.2f}x; worst {row['worst']:.1f}x",
@@ -156,6 +186,7 @@ def main() -> int:
               f"{row['off_iqr']} / {row['off_pyperf']} | {row['flagged']} / {row['iqr']} / "
               f"{row['pyperf']} | {row['within15']} of {row['cells']} "
               f"({row['remeasured']} measured again) | {row['time']:.2f}x |")
+    against_best(rows, tables)
     verdicts = []
     for row in rows:
         if row["way"] == "constant":

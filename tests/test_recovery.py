@@ -50,8 +50,16 @@ def test_a_bad_budget_is_refused(budget):
         recovery.remeasure([], lambda i: None, budget=budget)
 
 
-def _snapshots(monkeypatch, busy_per_window):
-    """CPU snapshots 0.1 s apart whose other processes used ``busy_per_window`` CPUs."""
+def _snapshots(monkeypatch, busy_per_window, slowdowns=(1.0,)):
+    """CPU snapshots 0.1 s apart whose other processes used ``busy_per_window`` CPUs, and
+    the core's speed probe reading ``slowdowns`` in turn (the last one from then on)."""
+    speeds = {"i": 0}
+
+    def slowdown_now():
+        speeds["i"] += 1
+        return slowdowns[min(speeds["i"] - 1, len(slowdowns) - 1)]
+
+    monkeypatch.setattr(recovery, "slowdown_now", slowdown_now)
     state = {"wall": 0.0, "busy": 0.0, "i": 0}
 
     def snapshot():
@@ -64,11 +72,27 @@ def _snapshots(monkeypatch, busy_per_window):
     monkeypatch.setattr(environment, "cpu_snapshot", snapshot)
     monkeypatch.setattr(environment, "allowed_cpus", lambda: 2)
     monkeypatch.setattr(recovery.time, "sleep", lambda s: None)
+    return speeds
 
 
 def test_waiting_for_free_cpus_returns_once_they_are_free(monkeypatch):
     _snapshots(monkeypatch, [2.0, 2.0, 2.0, 0.1])
     assert recovery.wait_until_free(2, timeout=10.0)
+
+
+def test_free_cpus_on_a_slow_core_are_waited_out(monkeypatch):
+    # Other processes hold no CPU, but the core runs 1.9x slow (a busy sibling the guest
+    # cannot see), then full speed: the wait ends only then.
+    speeds = _snapshots(monkeypatch, [0.0], slowdowns=(1.9, 1.9, 1.0))
+    assert recovery.wait_until_free(1, timeout=10.0)
+    assert speeds["i"] == 3  # it read the core's speed until it was full
+
+
+def test_a_core_that_stays_slow_is_not_called_free(monkeypatch):
+    _snapshots(monkeypatch, [0.0], slowdowns=(1.9,))
+    ticks = iter(range(1000))
+    monkeypatch.setattr(recovery.time, "monotonic", lambda: next(ticks) * 0.1)
+    assert not recovery.wait_until_free(1, timeout=0.5)
 
 
 def test_waiting_for_free_cpus_gives_up_at_its_timeout(monkeypatch):

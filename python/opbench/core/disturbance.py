@@ -72,6 +72,7 @@ __all__ = [
     "footnote",
     "judge",
     "merge",
+    "slowdown_now",
     "undisturbed",
     "warn_disturbed",
 ]
@@ -131,6 +132,20 @@ def _speed_ns() -> int:
     elif ns < _best_speed_ns[0]:
         _best_speed_ns[0] = ns
     return ns
+
+
+def slowdown_now() -> float:
+    """How much slower than its best this core runs right now (1.0: full speed), by the
+    speed probe: what ``recovery.wait_until_free`` waits on, since a core whose
+    sibling is busy (a hyperthread the guest cannot see: this machine's two vCPUs
+    report no SMT and still run 1.5-2x slow while the other is busy) runs slow with
+    every CPU this process may use reading free.
+
+    >>> slowdown_now() >= 1.0
+    True
+    """
+    ns = _speed_ns()
+    return ns / _best_speed_ns[0] if _best_speed_ns and _best_speed_ns[0] > 0 else 1.0
 
 
 class Probe:

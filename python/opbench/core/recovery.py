@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from opbench import environment
-from opbench.core.disturbance import INFO_KEY
+from opbench.core.disturbance import INFO_KEY, SLOW_LIMIT, slowdown_now
 
 __all__ = ["QUIET_WAIT_S", "recovered", "remeasure", "wait_until_free"]
 
@@ -42,24 +42,27 @@ _POLL_S = 0.1
 
 def wait_until_free(threads: int, timeout: float) -> bool:
     """Waits up to ``timeout`` seconds until other processes leave ``threads`` CPUs free
-    (judged over ``0.1`` s windows of ``/proc/stat``); True when they do."""
+    (judged over ``0.1`` s windows of ``/proc/stat``) and this core runs at full speed
+    (``disturbance.slowdown_now`` within ``SLOW_LIMIT``: free CPUs are not enough where
+    a hidden hyperthread sibling is busy); True when both hold."""
     deadline = time.monotonic() + timeout
     previous = environment.cpu_snapshot()
-    if previous is None:
-        return True
     cpus = environment.allowed_cpus()
-    while time.monotonic() < deadline:
-        time.sleep(_POLL_S)
-        now = environment.cpu_snapshot()
-        if now is None:
-            return True
-        elapsed = now.wall - previous.wall
-        if elapsed > 0:
-            others = max(0.0, ((now.busy - previous.busy) - (now.own - previous.own)) / elapsed)
-            if cpus - others >= min(threads, cpus) - 0.25:
+    while True:
+        if previous is None:  # no /proc/stat: the core's speed alone
+            if slowdown_now() <= SLOW_LIMIT:
                 return True
-        previous = now
-    return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_POLL_S)
+        now = environment.cpu_snapshot() if previous is not None else None
+        if now is not None and previous is not None:
+            elapsed = now.wall - previous.wall
+            others = max(0.0, ((now.busy - previous.busy) - (now.own - previous.own)) / elapsed) \
+                if elapsed > 0 else math.inf
+            if cpus - others >= min(threads, cpus) - 0.25 and slowdown_now() <= SLOW_LIMIT:
+                return True
+            previous = now
 
 
 def _disturbed(result: Any) -> bool:
