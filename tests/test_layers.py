@@ -2,8 +2,9 @@
 one floor knowing that nothing below it depends on it.
 
 The floors are declared once, in opbench/_floors.py (bottom up: native, base, stats,
-engines, core, callgrind, timer, store, analysis, sweep, front); the README's table
-(Development) and each floor package's docstring are checked against it here.
+engines, core, callgrind, timer, store, analysis, sweep, front); the development
+guide's table (docs/development.md) and each floor package's docstring are checked
+against it here.
 
 A module may import only from its own floor or below, at module level or inside a
 function alike (an import inside a function is still a dependency), and the imports
@@ -166,13 +167,14 @@ def test_the_floors_list_only_real_modules():
 
 
 def test_the_readme_table_is_the_declared_floors():
-    """The README shows _floors.readme_table() verbatim; after changing the floors
-    or adding a module to a floor package, paste its output in the README."""
-    readme = (ROOT / "README.md").read_text()
+    """The development guide (docs/development.md) shows _floors.readme_table()
+    verbatim; after changing the floors or adding a module to a floor package, paste
+    its output there."""
+    guide = (ROOT / "docs" / "development.md").read_text()
     table = _floors.readme_table()
-    assert table in readme, ("README's floor table differs from opbench/_floors.py; replace it with "
-                             "the output of: python -c 'from opbench import _floors; "
-                             "print(_floors.readme_table())'")
+    assert table in guide, ("docs/development.md's floor table differs from opbench/_floors.py; "
+                            "replace it with the output of: python -c 'from opbench import _floors; "
+                            "print(_floors.readme_table())'")
 
 
 @pytest.mark.parametrize("package", _floors.PACKAGES)

@@ -1,4 +1,9 @@
-"""The README's figures come from scripts and cannot rot into placeholders.
+"""The documentation's figures come from scripts and cannot rot into placeholders.
+
+The figures live in ``docs/figures/``, one file per recorded output or table, included
+by the pages that show them (the README keeps a copy of the demo's output). Each file
+opens with a comment naming its script: ``<!-- output of ... -->`` above program
+output, ``<!-- from benchmarks/NAME.py ... -->`` above a table.
 
 Convention: a fenced block without a language (program output: a table, a
 comparison) is introduced by an HTML comment on the line just above its fence,
@@ -7,8 +12,8 @@ opbench COMMAND [ARGS] -->`` for the command line's own output). The script must
 exist, and every word of every row label of the block (the words before a row's
 first figure) must be in the script's source or opbench's (which formats most
 tables; words in parentheses are data, a kernel's name), so a renamed row or a
-pasted figure from elsewhere fails here. The Benchmarks table names a script in its
-first column: each exists.
+pasted figure from elsewhere fails here. The summary table (docs/figures/benchmarks.md)
+names a script in its first column: each exists.
 """
 from __future__ import annotations
 
@@ -17,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+import doc_pages
+
+ROOT = doc_pages.ROOT
+FIGURES = sorted((doc_pages.DOCS / "figures").glob("*.md"))
 
 
 def output_blocks(text: str) -> list[tuple[str, str]]:
@@ -34,7 +41,7 @@ def output_blocks(text: str) -> list[tuple[str, str]]:
     return blocks
 
 
-OUTPUT_BLOCKS = output_blocks(README)
+OUTPUT_BLOCKS = [block for page in doc_pages.PAGES for block in output_blocks(page.read_text())]
 _SOURCE = re.compile(r"^<!-- output of (?:(benchmarks/\w+\.py)|python -m opbench (\w+))(?: [^>]*)? -->$")
 # A row: a label with letters, two or more spaces, then a figure.
 _ROW = re.compile(r"^(?P<label>\s*[A-Za-z][^|]*?)\s{2,}-?[\d.,]+(?:\s|%|$)")
@@ -57,7 +64,17 @@ def row_labels(block: str) -> list[str]:
 
 
 def test_there_are_output_blocks() -> None:
-    assert len(OUTPUT_BLOCKS) >= 2
+    assert len(OUTPUT_BLOCKS) >= 4
+
+
+@pytest.mark.parametrize("figure", FIGURES, ids=[f.name for f in FIGURES])
+def test_each_figure_file_names_the_script_that_made_it(figure: Path) -> None:
+    first = figure.read_text().splitlines()[0]
+    named = re.match(r"^<!-- (?:output of|from) (benchmarks/(?:\w+|\*)\.py|python -m opbench \w+)\b.* -->$",
+                     first)
+    assert named, f"{figure.name} must open with `<!-- from benchmarks/NAME.py ... -->`, found {first!r}"
+    if "*" not in named[1] and named[1].startswith("benchmarks/"):
+        assert (ROOT / named[1]).is_file(), named[1]
 
 
 @pytest.mark.parametrize(("before", "block"), OUTPUT_BLOCKS,
@@ -75,11 +92,11 @@ def test_each_output_block_names_an_existing_script_that_prints_its_rows(before:
 def test_no_placeholder_remains() -> None:
     for _, block in OUTPUT_BLOCKS:
         assert not _PLACEHOLDER.search(block), block
-    assert "SIDE_BY_SIDE" not in README
+    assert not any("SIDE_BY_SIDE" in page.read_text() for page in doc_pages.PAGES)
 
 
 def test_the_benchmarks_table_names_scripts_that_exist() -> None:
-    section = README.split("\n## Benchmarks\n", 1)[1].split("\n## ", 1)[0]
+    section = (doc_pages.DOCS / "figures" / "benchmarks.md").read_text()
     scripts = re.findall(r"^\| `(\w+\.py)` \|", section, re.M)
     assert len(scripts) >= 5
     for name in scripts:

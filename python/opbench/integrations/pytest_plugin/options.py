@@ -43,6 +43,8 @@ _MIN_SAMPLES = 40
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Registers every ``--opbench-*`` option with its help: the one table of them
+    (``pytest --help`` shows it, and docs/pytest-options.rst is generated from it)."""
     group = parser.getgroup("opbench", "opbench benchmarks (the `opbench` fixture)")
     add = group.addoption
     add("--opbench-save", metavar="PATH", default=None,
