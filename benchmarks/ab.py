@@ -237,8 +237,8 @@ def _spread(rounds: int, how: str) -> dict[str, tuple[list[float], float, float]
     cv of the run values, from one ab session kept whole."""
     from statistics import pstdev
 
-    from opbench._numerics import quantile
-    from opbench.results import load
+    from opbench.stats.numerics import quantile
+    from opbench.store.results import load
 
     out = {}
     with tempfile.TemporaryDirectory(prefix="opbench_ab_spread_") as folder:

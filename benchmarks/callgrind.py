@@ -15,7 +15,7 @@ twentieth of torch's time; counts within 0.1%).
 
     python benchmarks/callgrind.py           # full comparison (tens of minutes: torch's side)
     python benchmarks/callgrind.py --sweep   # the sweep only
-    python benchmarks/callgrind.py --side-by-side  # one statement's counts both ways (README)
+    python benchmarks/callgrind.py --side-by-side  # one statement's counts both ways (docs)
     python benchmarks/callgrind.py --quick   # opbench only, pure Python, seconds
 """
 from __future__ import annotations

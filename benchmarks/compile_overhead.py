@@ -1,7 +1,7 @@
 """The fixed cost of a tiny op: eager against torch.compile, split by layer, against timeit.
 
 ``x + 1`` on ``x = torch.randn(10)`` does almost no arithmetic, so its time
-is the framework's fixed overhead per call. ``opbench.compile.overheads``
+is the framework's fixed overhead per call. ``opbench.analysis.compile.overheads``
 measures the thread's table (rows eager / compiled; columns
 ``requires_grad=False``, ``requires_grad=True``, ``inference_mode``: per call,
 first call, recompiles) and splits each compiled call by layer (Dynamo,
@@ -63,14 +63,14 @@ def main() -> int:
         return 0
     # torch.compile's inductor reads the compiler from PATH; the venv may not be on it.
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    import opbench.compile
+    import opbench.analysis.compile
 
     options: dict[str, Any] = {"rounds": args.rounds, "min_run_time": 0.2, "max_run_time": 1.0,
                                "profile": args.profile, "instructions": args.instructions}
     if args.quick:
         options.update(columns=["requires_grad=False"], rounds=2, min_run_time=0.02,
                        max_run_time=0.1)
-    result = opbench.compile.overheads(
+    result = opbench.analysis.compile.overheads(
         add1, torch.randn(10), backend="eager" if args.quick else args.backend,
         independent=_timeit_peer(5 if args.quick else 50), label="f(x) = x + 1, x = randn(10)",
         **options)

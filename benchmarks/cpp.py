@@ -18,7 +18,7 @@ process's first line to its first result, imports included:
   6. torch-free statement again in a new process (cached)    bar: < 2 s
   7. the recipe's section 8 end to end (examples/recipe_section8.py
      --skip-callgrind: build the extension, check, time both
-     implementations), opbench.cpp.load_inline vs torch's    bar: <= 0.3x torch
+     implementations), opbench.engines.cpp.load_inline vs torch's    bar: <= 0.3x torch
   8. section 8 again after editing one function               (the edit-rebuild loop)
   9. empty statement, ns per run                              bar: < 2 ns, not 0
  10. layout study: a 64x64 float matmul built at 8 code offsets:

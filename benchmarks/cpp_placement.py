@@ -80,7 +80,7 @@ def google_benchmark(flags: list[str], names: list[str], work: Path,
                      ) -> dict[str, tuple[float, float]]:
     """(median, minimum) seconds per iteration of each statement over 25 repetitions under
     google/benchmark: the same loop body as opbench's (``clobber_memory`` after each run)."""
-    from opbench.cpp import include_dir
+    from opbench.engines.cpp import include_dir
 
     parts = ["#include <benchmark/benchmark.h>", "#include <cstdint>",
              '#include "opbench/barrier.h"', *(STATEMENTS[n][0] for n in names)]

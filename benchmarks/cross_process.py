@@ -117,7 +117,7 @@ def _opbench_process(root: str, k: int) -> dict[str, float]:
     if done.returncode != 0:
         raise RuntimeError(f"collect_callgrind failed:\n{done.stderr[-3000:]}")
     from opbench.core import identity
-    from opbench.results import load
+    from opbench.store.results import load
 
     counts = [*load(out).instructions, *load(cpp).instructions]
     return {ROWS[identity.key(c)]: c.per_run for c in counts}

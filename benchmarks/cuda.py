@@ -43,7 +43,7 @@ def no_cuda_reason() -> str | None:
     if not torch.cuda.is_available():
         return "torch sees no GPU"
     try:
-        import opbench.cuda as oc
+        import opbench.engines.cuda as oc
 
         oc.Event()  # loads libcuda through opbench's own binding
     except Exception as e:
@@ -156,7 +156,7 @@ def main() -> int:
     import torch.utils.benchmark as tub
 
     import opbench
-    import opbench.cuda as oc
+    import opbench.engines.cuda as oc
     from opbench.errors import LaunchHoldWarning
 
     quick = args.quick

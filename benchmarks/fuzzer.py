@@ -1,4 +1,4 @@
-"""Inputs generated per second: opbench.fuzzer vs torch.utils.benchmark's fuzzer, same seeds.
+"""Inputs generated per second: opbench.fuzz.fuzzer vs torch.utils.benchmark's fuzzer, same seeds.
 
 Both implementations produce identical inputs (tests/test_fuzzer.py, tests/test_op_fuzzers.py),
 so each row times the same work: constructing the fuzzer and consuming ``take(n)``.
@@ -28,8 +28,8 @@ import torch.utils.benchmark as tb
 import torch.utils.benchmark.utils.fuzzer as torch_fuzzer_module
 import torch.utils.benchmark.utils.sparse_fuzzer as torch_sparse_module
 
-import opbench.fuzzer as ob
-import opbench.sparse_fuzzer as ob_sparse
+import opbench.fuzz.fuzzer as ob
+import opbench.fuzz.sparse_fuzzer as ob_sparse
 
 OP_FUZZERS = [("binary", "BinaryOpFuzzer"), ("unary", "UnaryOpFuzzer"),
               ("spectral", "SpectralOpFuzzer"), ("sparse_binary", "BinaryOpSparseFuzzer"),

@@ -55,7 +55,7 @@ and under opbench (``-p no:benchmark``: opbench serves the fixture), and ``opben
 compare`` reads pytest-benchmark's JSON as the baseline of opbench's run.
 
 Usage: python benchmarks/real_history.py [--quick] [--part statistic|history|ab|instructions|suite|all]
-       [--reps N] [--quiet-reps N] [--instruction-reps N] [--stat-runs N]
+       [--reps N] [--quiet-reps N] [--instruction-reps N] [--stat-runs N] [--save DIR | --judge DIR]
 """
 from __future__ import annotations
 
@@ -255,9 +255,12 @@ def truth(releases: list[str]) -> dict[str, dict[str, float]]:
     for release in releases:
         if set(known.get(release, {})) >= set(STATEMENTS):
             continue
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(release_source(release)), os.environ.get("PYTHONPATH", "")]),
-            "PYTHONHASHSEED": "0"}
+        # Without coverage's variables: a traced Python under valgrind counts the tracer's
+        # instructions too (2 to 4x), and the cache would keep those counts for good.
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("COVERAGE_", "COV_CORE"))},
+               "PYTHONPATH": os.pathsep.join([str(release_source(release)),
+                                              os.environ.get("PYTHONPATH", "")]),
+               "PYTHONHASHSEED": "0"}
         out = _run([sys.executable, "-c", _TRUTH_SCRIPT, json.dumps(STATEMENTS), _TRUTH_SETUP],
                    env=env)
         known[release] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -336,33 +339,45 @@ def score_history(root: Path, commits: list[str], ratios: dict[str, list[float]]
 
 
 def part_history(repo: Path, commits: list[str], releases: list[str], ratios: dict[str, list[float]],
-                 reps: int, quiet_reps: int, runs: int) -> None:
+                 reps: int, quiet_reps: int, runs: int, save: Path | None = None,
+                 judge: Path | None = None) -> None:
+    """History runs under load and quiet, scored against the truth; ``save`` keeps each
+    history as ``save/<condition>-<rep>``, ``judge`` scores the histories kept there
+    instead of running (the change points judged again with today's code)."""
     print(f"\n== history: `opbench history run v{releases[0]}..v{releases[-1]} --runs {runs}` "
           f"({len(releases)} commits), then the change points", flush=True)
     results: dict[str, list[tuple[dict[tuple[str, int], bool], list[str], float]]] = {}
-    for condition, n in (("under load", reps), ("quiet", quiet_reps)):
-        for rep in range(n):
-            root = Path(tempfile.mkdtemp(prefix="opbench-real-history-"))
-            started = time.monotonic()
-            try:
+    kept = sorted(judge.iterdir(), key=lambda f: (f.name[0] != "u", int(f.name.rsplit("-", 1)[1]))) \
+        if judge else None
+    plan = [(f.name.rsplit("-", 1)[0].replace("-", " "), f) for f in kept] if kept is not None \
+        else [(c, None) for c, n in (("under load", reps), ("quiet", quiet_reps)) for _ in range(n)]
+    for condition, folder in plan:
+        rep = len(results.get(condition, []))
+        root = folder or Path(tempfile.mkdtemp(prefix="opbench-real-history-"))
+        started = time.monotonic()
+        try:
+            if folder is None:
                 with competitors(os.cpu_count() or 2, None) if condition == "under load" \
                         else _nothing():
                     _run([sys.executable, "-m", "opbench", "history", "run",
                           f"v{releases[0]}..v{releases[-1]}", "--runs", str(runs), "--root",
                           str(root), "--", *_PYTEST], cwd=repo)
-                seconds = time.monotonic() - started
-                required, false = score_history(root, commits, ratios)
-                if rep == 0 and condition == "under load":
-                    shown = _run([sys.executable, "-m", "opbench", "history", "--root", str(root),
-                                  "--regressions", "--threshold", "5%"], check=False)
-                    print("  `opbench history --regressions` of the first repetition under load:")
-                    print("\n".join(f"    {line}" for line in shown.stdout.splitlines()))
-            finally:
+            seconds = time.monotonic() - started
+            required, false = score_history(root, commits, ratios)
+            if rep == 0 and condition == "under load":
+                shown = _run([sys.executable, "-m", "opbench", "history", "--root", str(root),
+                              "--regressions", "--threshold", "5%"], check=False)
+                print("  `opbench history --regressions` of the first repetition under load:")
+                print("\n".join(f"    {line}" for line in shown.stdout.splitlines()))
+            if save is not None and folder is None:
+                shutil.copytree(root, save / f"{condition.replace(' ', '-')}-{rep + 1}")
+        finally:
+            if folder is None:
                 shutil.rmtree(root, ignore_errors=True)
-            results.setdefault(condition, []).append((required, false, seconds))
-            print(f"  {condition} {rep + 1}/{n}: {sum(required.values())} of {len(required)} real "
-                  f"changes found, {len(false)} false ({seconds:.0f} s)"
-                  + (": " + "; ".join(false) if false else ""), flush=True)
+        results.setdefault(condition, []).append((required, false, seconds))
+        print(f"  {condition} {rep + 1}: {sum(required.values())} of {len(required)} real "
+              f"changes found, {len(false)} false ({seconds:.0f} s)"
+              + (": " + "; ".join(false) if false else ""), flush=True)
     print(f"\n  real changes of {REAL:.0%} or more, found at their commit (a step there, the "
           f"right way):")
     print(f"  {'benchmark':<26} {'commit':<14} {'truth':>7}  "
@@ -558,6 +573,10 @@ def main() -> None:
                         help="runs per release and condition of part statistic (default 8)")
     parser.add_argument("--runs", type=int, default=3, help="runs per commit of history run "
                                                            "(default 3)")
+    parser.add_argument("--save", type=Path, metavar="DIR",
+                        help="keep each history of part history as DIR/<condition>-<rep>")
+    parser.add_argument("--judge", type=Path, metavar="DIR",
+                        help="part history: score the histories --save kept in DIR, not run")
     args = parser.parse_args()
     if args.quick:
         args.reps, args.quiet_reps, args.instruction_reps = 1, 1, 1
@@ -582,7 +601,10 @@ def main() -> None:
         if args.part in ("suite", "all"):
             part_suite(repo)
         if args.part in ("history", "all"):
-            part_history(repo, commits, releases, ratios, args.reps, args.quiet_reps, args.runs)
+            if args.save:
+                args.save.mkdir(parents=True, exist_ok=True)
+            part_history(repo, commits, releases, ratios, args.reps, args.quiet_reps, args.runs,
+                         save=args.save, judge=args.judge)
         if args.part in ("ab", "all"):
             part_ab(repo, args.reps, args.quiet_reps, 1 if args.quick else 3)
         if args.part in ("instructions", "all"):

@@ -19,7 +19,7 @@ Checks, against figures computed without opbench:
   is within 10% of a plain numpy copy of the same size (``np.copyto``, timed
   with ``timeit``: bytes / median of the repeats), the two sides alternated in
   rounds on one thread; the median of the per-round ratios is reported.
-* against peaks measured in this run (``opbench.peaks``, into a temporary
+* against peaks measured in this run (``opbench.core.peaks``, into a temporary
   folder): the GEMM is compute-bound, the copy memory-bound.
 
 The machine is shared and noisy: timing claims print PASS/FAIL and the exit
@@ -38,7 +38,7 @@ import timeit
 
 
 def _llc_floats() -> int:
-    from opbench import peaks
+    from opbench.core import peaks
 
     return (peaks._llc_bytes() or 32 << 20) // 4
 
@@ -55,7 +55,7 @@ def main() -> int:
     import torch
 
     import opbench
-    from opbench import peaks
+    from opbench.core import peaks
 
     torch.set_num_threads(1)
     n_big = (2 if args.quick else 8) * _llc_floats()

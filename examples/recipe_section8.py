@@ -6,11 +6,11 @@ counts (callgrind), whose delta shows which is cheaper: the binding's rows
 skips, exactly; the total also carries each collection's own process noise
 (a few tens of instructions a call, from its allocator and interpreter).
 
-The extension is built by ``opbench.cpp.load_inline``, torch's ``load_inline``
+The extension is built by ``opbench.engines.cpp.load_inline``, torch's ``load_inline``
 with torch's headers precompiled once and builds cached by content: after the
 first build, editing one function rebuilds in seconds rather than half a
 minute. It also includes opbench's own header library (through
-``opbench.cpp.include_dir()``) to time the by-reference call in a C++ loop with
+``opbench.engines.cpp.include_dir()``) to time the by-reference call in a C++ loop with
 no Python in it, the figure the Python-level timing cannot isolate.
 
 Run it::
@@ -27,7 +27,7 @@ import argparse
 import textwrap
 from typing import Any, Callable
 
-import opbench.cpp
+import opbench.engines.cpp
 
 CPP_SOURCE = r"""
 #include "opbench/loop.h"
@@ -66,16 +66,16 @@ REPLACEMENTS = (
 
 
 def build_module(verbose: bool = False, load_inline: Callable[..., Any] | None = None) -> Any:
-    """Compiles the extension with ``opbench.cpp.load_inline`` (cached in opbench's C++
+    """Compiles the extension with ``opbench.engines.cpp.load_inline`` (cached in opbench's C++
     cache), or with the ``load_inline`` given (torch's, to compare: it caches under
     ~/.cache/torch_extensions)."""
     if load_inline is None:
-        load_inline = opbench.cpp.load_inline
+        load_inline = opbench.engines.cpp.load_inline
     return load_inline(
         name="opbench_recipe_section8",
         cpp_sources=[CPP_SOURCE],
         functions=FUNCTIONS,
-        extra_include_paths=[opbench.cpp.include_dir()],
+        extra_include_paths=[opbench.engines.cpp.include_dir()],
         extra_cflags=["-O2"],
         verbose=verbose,
     )

@@ -60,6 +60,14 @@ class MockTimer:
 PYTEST_PLUGIN_ARGS = load_args()
 
 
+def standalone_env() -> dict[str, str]:
+    """This process's environment less what pytest, xdist and coverage put in it, for a
+    program the tests start as a user would (pytest-benchmark switches itself off where it
+    sees an xdist worker's variables)."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("PYTEST_", "COV_CORE", "COVERAGE_"))}
+
+
 def strip_object_line(text: str) -> str:
     """Drops the `<module.Measurement object at 0x...>` line, which names the class path."""
     return re.sub(r"^<[\w.]+ object at 0x[0-9a-f]+>\n", "", text)

@@ -27,7 +27,7 @@ class RecordingParser:
 def defaults() -> dict[str, Any]:
     """{dest: default} of every option the plugin registers (``opbench_min_time``: 0.2, ...)."""
     parser = RecordingParser()
-    options.pytest_addoption(parser)  # type: ignore[arg-type]
+    options.add_options(parser)  # type: ignore[arg-type]
     return {name[2:].replace("-", "_"): kw.get("default") for name, kw in parser.options.items()}
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import history_repo
 from opbench._files import atomic_write_numbered, numbers_taken, remove_numbered
 from opbench.core.measurement import Measurement, TaskSpec
 from opbench.integrations.pytest_plugin.options import load_args
@@ -171,7 +172,7 @@ def test_pytest_autosave_is_what_the_cli_finds_from_a_subdirectory(tmp_path):
     done = subprocess.run(env_cmd, cwd=sub, capture_output=True, text=True, timeout=300,
                           env=_env_without_baseline_dir())
     assert done.returncode == 0, done.stdout + done.stderr
-    found = subprocess.run([sys.executable, "-c", "from opbench import baselines; "
+    found = subprocess.run([sys.executable, "-c", "from opbench.store import baselines; "
                             "print(baselines.latest())"], cwd=sub, capture_output=True,
                            text=True, timeout=60, env=_env_without_baseline_dir())
     latest = found.stdout.strip()
@@ -196,7 +197,15 @@ def test_machine_id_ignores_the_host_name_but_not_the_cpu() -> None:
     assert baselines.machine_id({**ENV, "machine": "arm 64/v8"}).split("-")[1] == "arm_64_v8"
 
 
-def test_runs_are_numbered_in_order_and_latest_is_the_last(tmp_path: Path) -> None:
+def test_runs_are_numbered_in_order_and_latest_is_the_last(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = tmp_path / "checkout"  # a checkout of its own: the tests may run from an sdist
+    checkout.mkdir()
+    history_repo.git(checkout, "init", "-q")
+    (checkout / "f").write_text("x")
+    history_repo.git(checkout, "add", "f")
+    history_repo.git(checkout, "commit", "-q", "-m", "one")
+    monkeypatch.chdir(checkout)
     assert baselines.latest(root=tmp_path) is None and baselines.runs(root=tmp_path) == []
     saved = [baselines.autosave(RESULT, root=tmp_path) for _ in range(3)]
     assert [p.name[:5] for p in saved] == ["0001_", "0002_", "0003_"]
@@ -205,7 +214,7 @@ def test_runs_are_numbered_in_order_and_latest_is_the_last(tmp_path: Path) -> No
     assert saved[0].parent.name == baselines.machine_id()
     env = load(saved[-1]).environment
     assert env["machine_id"] == baselines.machine_id()
-    assert "git_commit" in env
+    assert env["git_commit"] == history_repo.git(checkout, "rev-parse", "HEAD")
 
 
 def test_the_environment_variable_moves_the_root(tmp_path: Path,

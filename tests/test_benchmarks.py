@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from conftest import standalone_env
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
 
@@ -15,7 +17,7 @@ SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
 @pytest.mark.slow
 def test_benchmark_runs_quick(script):
     proc = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True,
-                          text=True, timeout=600, cwd=ROOT)
+                          text=True, timeout=600, cwd=ROOT, env=standalone_env())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.strip(), "a benchmark must print its table"
 

@@ -1,4 +1,4 @@
-"""Bisect (opbench.gate.bisection): the commit of a known step, found in about log2(N)
+"""Bisect (opbench.revisions.bisection): the commit of a known step, found in about log2(N)
 steps (the `opbench find` command's tests are in test_cli_find.py)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import history_repo
-from opbench.gate import bisection
+from opbench.revisions import bisection
 
 
 def test_the_api_returns_every_probe(history_commits):

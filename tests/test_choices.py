@@ -10,9 +10,9 @@ import pytest
 
 from opbench import _choices, gate
 from opbench.core.measurement import Measurement, TaskSpec
-from opbench.gate import ab_session
 from opbench.integrations.cli import build_parser
 from opbench.integrations.pytest_plugin import options
+from opbench.revisions import session
 
 
 def _subcommand(name: str) -> dict[str, argparse.Action]:
@@ -36,7 +36,7 @@ class _Recorder:
 
 def _plugin_options() -> dict[str, dict[str, Any]]:
     recorder = _Recorder()
-    options.pytest_addoption(recorder)  # type: ignore[arg-type]
+    options.add_options(recorder)  # type: ignore[arg-type]
     return recorder.options
 
 
@@ -68,12 +68,12 @@ def test_the_plugins_options_offer_the_declared_choices_and_defaults() -> None:
 def test_the_functions_check_against_the_declared_choices() -> None:
     assert gate.METRICS == _choices.GATE_METRICS
     assert (gate.POLICIES, gate.FORMATS) == (_choices.POLICIES, _choices.FORMATS)
-    assert ab_session.RUN_STATISTICS == _choices.RUN_STATISTICS
-    defaults = inspect.signature(ab_session.run_ab).parameters
+    assert session.RUN_STATISTICS == _choices.RUN_STATISTICS
+    defaults = inspect.signature(session.run_ab).parameters
     assert (defaults["rounds"].default, defaults["wave"].default) == (_choices.ROUNDS,
                                                                        _choices.WAVE)
     m = [Measurement(1, [1e-6] * 5, TaskSpec("f()", "pass"))]
     with pytest.raises(ValueError, match="fail, warn, pass"):
         gate.compare(m, m, inconclusive="ignore")
     with pytest.raises(ValueError, match="time, instructions"):
-        ab_session.run_ab(["true"], "HEAD", mode="cycles", log=None)
+        session.run_ab(["true"], "HEAD", mode="cycles", log=None)

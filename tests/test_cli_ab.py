@@ -1,4 +1,4 @@
-"""``python -m opbench ab``: the command line of opbench.gate.ab_session."""
+"""``python -m opbench ab``: the command line of opbench.revisions.session."""
 from __future__ import annotations
 
 import subprocess
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from opbench.cli import main
-from test_ab_session import edit, repo  # noqa: F401  (the fixture)
+from opbench.integrations.cli import main
+from test_session import edit, repo  # noqa: F401  (the fixture)
 
 
 def test_usage_errors_exit_2(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
@@ -38,7 +38,7 @@ def test_options_before_the_double_dash_are_abs_and_after_it_the_commands(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from types import SimpleNamespace
 
-    import opbench.gate.ab_session
+    import opbench.revisions.session
 
     seen: dict = {}
 
@@ -46,7 +46,7 @@ def test_options_before_the_double_dash_are_abs_and_after_it_the_commands(
         seen.update(command=command, base=base, **kwargs)
         return SimpleNamespace(render=lambda fmt: f"{fmt} report\n", interrupted=False,
                                exit_status=0)
-    monkeypatch.setattr(opbench.gate.ab_session, "run_ab", run_ab)
+    monkeypatch.setattr(opbench.revisions.session, "run_ab", run_ab)
     assert main(["ab", "--base", "v1", "--rounds", "2", "--wave", "1", "--", "pytest", "-x",
                  "--rounds", "9"]) == 0
     assert seen["command"] == ["pytest", "-x", "--rounds", "9"]
@@ -58,7 +58,7 @@ def test_a_bad_keep_folder_is_refused_before_the_checkout(
         repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
     """Issue 34: --keep naming a file failed after the base was checked out, and left its
     worktree behind."""
-    from test_revision import worktrees
+    from test_checkout import worktrees
 
     not_a_folder = tmp_path / "file"
     not_a_folder.write_text("")
@@ -72,8 +72,8 @@ def test_a_bad_keep_folder_is_refused_before_the_checkout(
 
 def test_redact_leaves_host_names_and_paths_out_of_the_report(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import opbench.gate.ab_session
-    from opbench.gate.ab_report import ABReport, FailedRun, Side
+    import opbench.revisions.session
+    from opbench.gate.session_verdicts import ABReport, FailedRun, Side
 
     def run_ab(command: list[str], base: str, **kwargs: object) -> ABReport:
         env = {"hostname": "build-host-7", "python": "3.11.7"}
@@ -81,7 +81,7 @@ def test_redact_leaves_host_names_and_paths_out_of_the_report(
                         "b" * 40, env), tuple(command), "time", rounds=0, max_rounds=3,
                         failed=(FailedRun("base", 1, 'File "/home/ann/b.py", line 1'),))
 
-    monkeypatch.setattr(opbench.gate.ab_session, "run_ab", run_ab)
+    monkeypatch.setattr(opbench.revisions.session, "run_ab", run_ab)
     for fmt in ("markdown", "text", "json"):
         assert main(["ab", "--base", "v1", "--format", fmt, "--", "pytest"]) == 1
         assert "build-host-7" in capsys.readouterr().out

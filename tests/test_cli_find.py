@@ -1,4 +1,4 @@
-"""``opbench find`` (opbench.integrations.cli.find): the command over opbench.gate.bisection.
+"""``opbench find`` (opbench.integrations.cli.find): the command over opbench.revisions.bisection.
 
 In process, with bisection.find replaced: its arguments, the report it prints and
 its exit status. Then (slow: a git worktree per commit tested) the real command on
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import history_repo
-from opbench.gate import bisection, revision
 from opbench.integrations.cli import main
+from opbench.revisions import RevisionError, bisection
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_no_step_exits_1_and_other_failures_are_usage_errors(fake_find, capsys):
     assert main(["find", "jump", "v1", "v2", "--", "python", "bench.py"]) == 1
     assert "opbench find: no step in 'jump'" in capsys.readouterr().out
     for error in (bisection.BisectError("no benchmark 'nope' in the results"),
-                  revision.RevisionError("no-such-rev: unknown revision")):
+                  RevisionError("no-such-rev: unknown revision")):
         answer[0] = error
         assert main(["find", "nope", "v1", "no-such-rev", "--", "python", "bench.py"]) == 2
         assert f"error: {error}" in capsys.readouterr().err

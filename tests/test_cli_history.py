@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import history_repo
+from opbench._text import short_commit
 from opbench.integrations.cli import main
 from opbench.store import baselines
 
@@ -19,7 +20,7 @@ def opbench_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def short(commit: str) -> str:
-    return commit[:10]
+    return short_commit(commit)
 
 
 def test_regressions_names_the_step_and_the_drift_at_their_commits_and_nothing_else(measured_history):
@@ -156,13 +157,13 @@ def test_regressions_list_what_still_holds_and_name_what_was_fixed(tmp_path, cap
     lines = out.out.splitlines()
     assert status == 1 and "1 change(s) up of 5.0% or more still hold" in out.err
     assert lines[0].startswith("REGRESSION  stepped  (time)  step +20.0%")
-    assert f"commits {commits[3][:10]}..{commits[4][:10]} (v0.3..v0.4)" in lines[0]
+    assert f"commits {short_commit(commits[3])}..{short_commit(commits[4])} (v0.3..v0.4)" in lines[0]
     assert lines[0].endswith("still +20.0% at the latest commit")
     assert lines[1].startswith("fixed       spiky  (time)  step +80.0%")
-    assert lines[1].endswith(f"undone at {commits[4][:10]}..{commits[5][:10]} (v0.4..v0.5) "
+    assert lines[1].endswith(f"undone at {short_commit(commits[4])}..{short_commit(commits[5])} (v0.4..v0.5) "
                              "(step -44.4%)")
     assert lines[2].startswith("faster      spiky  (time)  step -44.4%") and len(lines) == 3
     shown = main(["history", "--root", str(tmp_path), "spiky"])
     text = capsys.readouterr().out
     assert shown == 0 and "up to 3 run(s) a commit" in text
-    assert f"  {commits[4][:10]}  v0.4" in text and "3 run(s)" in text and "release 4" in text
+    assert f"  {short_commit(commits[4])}  v0.4" in text and "3 run(s)" in text and "release 4" in text

@@ -32,7 +32,7 @@ def measurements() -> list[Measurement]:
 
 def keyed(results: list, path: str, title: str = "times") -> list:
     """``results`` as show lays them out: a row per gate key, a column per file."""
-    from opbench.cli.show import _keyed
+    from opbench.integrations.cli.show import _keyed
 
     return [_keyed(r, title, path) for r in results]
 

@@ -154,6 +154,7 @@ def test_program_name_follows_how_it_was_run(tmp_path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind on PATH")
+@pytest.mark.slow
 def test_callgrind_verbose_prints_the_top_functions_with_full_names() -> None:
     r = opbench_cli("timeit", "--callgrind", "-v", "-n", "10", "-s", "xs = list(range(50))",
                     "sorted(xs)")

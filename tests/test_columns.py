@@ -1,4 +1,4 @@
-"""Compare columns (opbench.columns): time, GB/s, TFLOP/s and % of peak per cell; the
+"""Compare columns (opbench.analysis.columns): time, GB/s, TFLOP/s and % of peak per cell; the
 default table stays torch's, byte for byte."""
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_unknown_columns_are_refused_early():
 
 
 def test_instruction_counts_ignore_rate_columns():
-    from opbench.instructions import InstructionCounts
+    from opbench.core.instructions import InstructionCounts
 
     counts = [InstructionCounts(100, (5000,), TaskSpec("f()", "pass", label="L"))]
     assert str(Compare(counts, columns="GB/s")) == str(Compare(counts))

@@ -37,7 +37,7 @@ def test_compiled_first_call_includes_compilation(model, monkeypatch):
         timed.append((before, len(compiles)))
         return seconds
 
-    monkeypatch.setattr(opbench.compile, "measure_first_call", first_call)
+    monkeypatch.setattr(opbench.analysis.compile, "measure_first_call", first_call)
     compile_ms, run_ms = benchmark_compile(*model, num_iters=3, backend=counting_backend)
     assert compiles == [1]
     assert timed == [(0, 1)]  # the timed call is the one that compiled

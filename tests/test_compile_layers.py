@@ -1,5 +1,6 @@
-"""opbench.analysis.compile_layers: the callables of a torch.compile'd call, found through torch's
-own cache entries and objects, and the reasons given when a torch lays them out otherwise.
+"""opbench.analysis.compile_layers (and compile_boundaries): the callables of a
+torch.compile'd call, found through torch's own cache entries and objects, and the reasons
+given when a torch lays them out otherwise.
 
 Compiling with Inductor takes seconds to tens of seconds here, so one compiled function
 (two cache entries: without and with requires_grad) serves the whole module."""
@@ -12,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="compile_layers reads torch.compile's internals")
 
-from opbench.analysis import compile_layers  # noqa: E402
+from opbench.analysis import compile_boundaries, compile_layers  # noqa: E402
 from opbench.analysis.compile_layers import BOUNDARIES, find_layers, frame_code  # noqa: E402
 
 # Inductor finds g++ on PATH; the venv's folder may hold the tools it needs.
@@ -161,10 +162,10 @@ def test_the_autograd_function_is_found_through_a_python_or_a_c_apply() -> None:
             return x * 2
 
     c_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, Double)
-    assert compile_layers._function_apply(c_apply, torch) is Double
-    assert compile_layers._function_apply(Double.apply, torch) is Double
-    assert compile_layers._function_apply(torch.ones(1).add, torch) is None
-    assert compile_layers._function_apply(len, torch) is None
+    assert compile_boundaries.function_apply(c_apply, torch) is Double
+    assert compile_boundaries.function_apply(Double.apply, torch) is Double
+    assert compile_boundaries.function_apply(torch.ones(1).add, torch) is None
+    assert compile_boundaries.function_apply(len, torch) is None
 
     def held(x):  # a runtime wrapper's closure holding the C apply, as 2.14 lays it out
         return c_apply(x)
@@ -172,5 +173,5 @@ def test_the_autograd_function_is_found_through_a_python_or_a_c_apply() -> None:
     class NoGraph:
         pass
 
-    functions, graphs = compile_layers._search(held, torch, NoGraph)
+    functions, graphs = compile_boundaries.search(held, torch, NoGraph)
     assert (functions, graphs) == ([Double], [])

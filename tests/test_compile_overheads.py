@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="overheads measures torch.compile")
 
 import opbench  # noqa: E402
-import opbench.compile  # noqa: E402
+import opbench.analysis.compile  # noqa: E402
 from opbench.analysis.compile_overheads import COLUMNS, overheads  # noqa: E402
 
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
@@ -50,7 +50,7 @@ def study():
 @pytest.mark.slow
 def test_the_table_is_a_compare_of_rows_by_settings(study):
     result, _ = study
-    assert opbench.compile.overheads is overheads
+    assert opbench.analysis.compile.overheads is overheads
     assert len(result) == 4
     assert [(m.task_spec.sub_label, m.task_spec.description) for m in result] == [
         ("eager", "requires_grad=False"), ("compiled", "requires_grad=False"),

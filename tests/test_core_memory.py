@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from opbench.core.formatting import format_value
 from opbench.core.measurement import TaskSpec
-from opbench.core.memory import MemoryCounts, decide_memory, format_bytes, format_value
+from opbench.core.memory import MemoryCounts, decide_memory, format_bytes
 
 SPEC = TaskSpec("torch.add(a, b)", "pass", name="add")
 

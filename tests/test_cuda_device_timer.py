@@ -206,10 +206,8 @@ def test_a_timer_freed_inside_a_held_block_neither_stalls_nor_shrinks_blocks(fak
         kernel()
 
     t = oc.DeviceTimer(statement)
-    start = time.monotonic()
     assert t.timeit(64) == pytest.approx(64 * 1e-5, abs=2 * QUANTUM)
-    assert time.monotonic() - start < 1.0
-    assert fake.stat("free_blocks") == 0
+    assert fake.stat("free_blocks") == 0  # the free never blocked behind the hold
     fresh = oc.DeviceTimer(kernel)  # a new timer of the process, on the same device
     fresh.timeit(64)
     assert t._ctx.hold_chunk == fresh._ctx.hold_chunk == 32
@@ -234,9 +232,13 @@ def test_torch_emptying_its_cache_in_a_held_block_costs_a_short_stall_and_no_shr
 
     t = oc.DeviceTimer(statement)
     assert t._ctx.watchdog_s == 2.0
+    # The stall is released after max(0.1 s, 200 calls' host time), under the watchdog's
+    # limit: raised to 60 s here, only a stall that waits for the watchdog reaches the
+    # 30 s bound, however loaded the machine.
+    t._ctx.watchdog_s = 60.0
     start = time.monotonic()
     assert t.timeit(64) == pytest.approx(64 * 1e-5, abs=2 * QUANTUM)
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 30
     assert fake.stat("free_blocks") == 1
     fresh = oc.DeviceTimer(kernel)
     fresh.timeit(64)
@@ -279,10 +281,8 @@ def test_a_200_launch_statement_that_cannot_be_counted_does_not_stall(fake, no_w
     # launch, 32 calls a block, and 6,400 launches overfilled the queue (a 2 s stall).
     fake.configure(host_real_time=1, launch_ns=2000)
     t = oc.DeviceTimer(fake.kernel(0.001, per_call=200))
-    start = time.monotonic()
     assert t.timeit(50) == pytest.approx(50 * 200e-6, rel=1e-3)
-    assert time.monotonic() - start < 1.5
-    assert fake.stat("queue_full_blocks") == 0
+    assert fake.stat("queue_full_blocks") == 0  # the host never waited on a full queue
     assert t.metadata()["launch_hold"] is True
 
 
@@ -300,10 +300,8 @@ def test_unjoined_side_stream_launches_do_not_overfill_a_shared_connection(fake,
             fake.launch(0.001, stream=side.cuda_stream)
 
     t = oc.DeviceTimer(statement)
-    start = time.monotonic()
     t.timeit(100)
-    assert time.monotonic() - start < 1.5
-    assert fake.stat("queue_full_blocks") == 0
+    assert fake.stat("queue_full_blocks") == 0  # the host never waited on a full queue
     assert t.metadata()["launches_per_call"] == 1
 
 
@@ -367,10 +365,13 @@ def test_a_held_block_stalls_other_streams_on_its_connection_briefly(fake, monke
 
     t = oc.DeviceTimer(statement)
     t.timeit(16)
-    fake.max_queued()  # the longest stall so far starts afresh: the warm-up's is not a block's
+    fake.max_queued()  # the longest queue so far starts afresh: the warm-up's is not a block's
     t.timeit(48)
-    assert fake.stat("connection_stall_ns") < 10e6  # about 2 ms of queueing and a call or two
+    # Blocks are sized to about 2 ms of host time: at most 2 calls of 1 ms. What waits
+    # behind the hold is counted in commands (two records, the calls' kernels, the other
+    # stream's launch), not timed: its time is host time, which a loaded machine stretches.
     assert t._ctx.hold_chunk <= 2
+    assert fake.max_queued() <= 2 + 2 + 1
 
 
 def test_every_window_is_counted_once_as_judged_or_not(fake):

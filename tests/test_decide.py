@@ -55,6 +55,8 @@ def test_counts_allow_for_the_spread_of_their_repeats():
     assert decide.counts([10_000, 10_080], [10_090], 0.005).verdict == "inconclusive"
     assert decide.counts([10_000, 10_080], [10_200], 0.005).verdict == "slower"
     assert decide.counts([10_000, 10_080], [9_900], 0.005).verdict == "faster"
+    # The ratio is of the fewest counts, the figure InstructionCounts.per_run shows.
+    assert decide.counts([10_080, 10_000, 10_040], [10_300, 10_200], 0.005).ratio == 1.02
 
 
 @pytest.mark.parametrize("bad", [[], [0.0], [-1.0], [float("nan")], [float("inf")]])
@@ -86,7 +88,7 @@ def test_paired_decision_on_log_ratios():
 
 
 def test_runs_hold_the_between_run_variance_and_few_runs_stay_wide():
-    from opbench.decide import holm, run_look_confidence, runs, runs_p_value
+    from opbench.stats.decide import holm, run_look_confidence, runs, runs_p_value
 
     # Tight runs of a 30% change: slower; the ratio is the geometric mean of run ratios.
     d = runs([1.00, 1.02, 0.97], [1.31, 1.32, 1.28], 0.05)

@@ -28,7 +28,6 @@ def test_every_error_is_an_opbench_error_and_keeps_the_base_torch_users_catch():
         errors.CompilerNotFoundError: RuntimeError,
         errors.RecompileError: RuntimeError,
         errors.CudaError: RuntimeError,
-        errors.HoldTimedOut: RuntimeError,
         errors.GraphCaptureError: RuntimeError,
         errors.CallgrindError: OSError,  # torch's collect_callgrind raises OSError
         errors.CallgrindUnavailableError: OSError,

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
+from opbench.core.formatting import format_value
 from opbench.core.instructions import InstructionCounts
 from opbench.core.measurement import Measurement, TaskSpec
 from opbench.core.memory import MemoryCounts
 from opbench.errors import NothingToCompareError
-from opbench.gate import compare, environment_differences, format_value
+from opbench.gate import compare, environment_differences
 
 
 def _m(t: float, name: str = "f", spread: float = 0.001, n: int = 40,
@@ -74,7 +75,7 @@ def test_re_measurements_are_shown() -> None:
 
 
 def test_reports_carry_both_environments() -> None:
-    from opbench.results import Results
+    from opbench.store.results import Results
 
     old = Results([_m(1e-6)], environment={"python": "3.11.7", "git_commit": "abc123"})
     new = Results([_m(1e-6)], environment={"python": "3.12.1"})
@@ -166,7 +167,7 @@ def test_format_value() -> None:
 def test_redacted_reports_name_no_host_and_no_folder() -> None:
     """Issue 34: --redact leaves out host names (in the environments and wherever a note
     repeats one) and absolute paths, for a public PR comment."""
-    from opbench.results import Results
+    from opbench.store.results import Results
 
     key = "/home/ann/proj/bench.py::test_sort"
     old = Results([_m(1e-6, name=key)], environment={"hostname": "build-host-7", "python": "3.11"})

@@ -179,16 +179,20 @@ def test_gpu_tests_are_selected_by_their_prefix_only():
     files = [w for w in (line + script.split(line)[0].splitlines()[-1]).split() if w.startswith("tests/")]
     assert files
 
-    def collected(expression: str) -> list[str]:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
-                               "no:cacheprovider", *files, "-k", expression], cwd=ROOT, capture_output=True,
-                              text=True, timeout=120, check=False)
-        names = [n.split("::")[-1] for n in proc.stdout.splitlines() if "::" in n]
-        assert names, proc.stdout[-2000:] + proc.stderr[-2000:]
-        return names
-
-    assert all(n.startswith("test_gpu_") for n in collected("test_gpu_"))
-    assert not all(n.startswith("test_gpu_") for n in collected("gpu_"))
+    # Both selections in one process: the files' imports (torch) are paid once.
+    code = ("import sys, pytest\n"
+            "for expression in ('test_gpu_', 'gpu_'):\n"
+            "    print('-k', expression, flush=True)\n"
+            "    pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', *sys.argv[1:],\n"
+            "                 '-k', expression])\n")
+    proc = subprocess.run([sys.executable, "-c", code, *files], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=False)
+    parts = proc.stdout.split("-k gpu_\n")
+    assert len(parts) == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    selected = [[n.split("::")[-1] for n in part.splitlines() if "::" in n] for part in parts]
+    assert all(selected), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert all(n.startswith("test_gpu_") for n in selected[0])
+    assert not all(n.startswith("test_gpu_") for n in selected[1])
 
 
 def test_a_failure_before_the_build_is_never_forgotten():

@@ -12,6 +12,7 @@ import pytest
 
 import history_repo
 from opbench._files import numbers_taken
+from opbench.core.formatting import format_value
 from opbench.core.measurement import Measurement, TaskSpec
 from opbench.store import baselines, history
 
@@ -141,7 +142,7 @@ def test_memory_counts_are_series_per_figure_and_a_new_allocation_is_a_change(tm
     series = h.series("f [allocations]", "allocations")
     assert [p.value for p in series.points] == [0.0] * 4 + [1.0] * 4
     assert [c.kind for c in series.detect().changes] == ["step"]
-    assert history.format_value(64.0, "bytes") == "64 B"
+    assert format_value(64.0, "bytes") == "64 B"
 
 
 def _save(root, commit: int, figures: dict[str, float], slowdowns: float | None = None) -> None:

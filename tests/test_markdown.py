@@ -20,7 +20,7 @@ import hostile
 from opbench import _markdown, _text
 from opbench.callgrind.function_diff import FunctionChange
 from opbench.gate import compare
-from opbench.gate.ab_report import ABReport, FailedRun, Side
+from opbench.gate.session_verdicts import ABReport, FailedRun, Side
 
 MD = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 # Tokens only Markdown syntax makes: none may come from a name.

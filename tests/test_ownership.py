@@ -1,6 +1,6 @@
 """opbench._ownership: folders opbench loads code from or locks in are the user's alone, and
 files another user could have planted are refused (issue 34). The checks as used are in
-test_cpp_build.py, test_revision.py, test_placement.py and test_report.py."""
+test_cpp_build.py, test_checkout.py, test_placement.py and test_report.py."""
 from __future__ import annotations
 
 import os

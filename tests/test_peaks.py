@@ -1,4 +1,4 @@
-"""Peaks (opbench.peaks): measured once per machine and thread count, cached with how,
+"""Peaks (opbench.core.peaks): measured once per machine and thread count, cached with how,
 shown by `opbench peaks` (its tests: test_cli_peaks.py). Real measurements here use tiny
 buffers (the code path, not the figures); everything else uses the fake_peaks fixture."""
 from __future__ import annotations

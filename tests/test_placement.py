@@ -8,8 +8,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
-import time
 
 import pytest
 
@@ -29,6 +27,36 @@ def slots(tmp_path, monkeypatch):
     path = tmp_path / "slots"
     monkeypatch.setenv("OPBENCH_SLOT_DIR", str(path))
     return path
+
+
+class _Clock:
+    """The wait's clock and pause: a pause moves the clock on by what it asked for and
+    runs ``on_pause(count)`` (what another process does meanwhile); no time passes, so
+    what a test sees does not depend on how busy the machine is."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.pauses = 0
+        self.on_pause = lambda count: None
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses += 1
+        # An endless wait (the fault the timeout guards against) fails instead of hanging.
+        assert self.pauses < 100_000, "the wait for taken cores never ended"
+        self.now += seconds
+        self.on_pause(self.pauses)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """reserve()'s waits on a fake clock."""
+    fake = _Clock()
+    monkeypatch.setattr(opbench.sweep.placement, "_monotonic", fake.monotonic)
+    monkeypatch.setattr(opbench.sweep.placement, "_sleep", fake.sleep)
+    return fake
 
 
 def _hold(slots, name):
@@ -59,32 +87,42 @@ def test_a_core_held_elsewhere_on_the_host_is_not_used(slots):
         os.close(fd)
 
 
-def test_it_waits_for_a_taken_core_and_says_how_long(slots):
+def test_it_waits_for_a_taken_core_and_says_how_long(slots, clock):
     cpus = sorted(os.sched_getaffinity(0))
     fds = [_hold(slots, f"cpu{c}") for c in cpus]
-    threading.Timer(0.2, lambda: [os.close(fd) for fd in fds]).start()
-    start = time.monotonic()
+    # Every core is held elsewhere until the 40th pause of the wait.
+    clock.on_pause = lambda count: count == 40 and [os.close(fd) for fd in fds]
     with reserve(Needs(cpus=1)) as slot:
-        assert time.monotonic() - start >= 0.15
-        assert slot["waited_s"] >= 0.1
+        assert clock.pauses == 40
+        assert slot["waited_s"] == pytest.approx(40 * opbench.sweep.placement._POLL_S)
 
 
 def test_two_processes_never_share_a_core(slots):
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs two cores")
+    # Each process holds its core until the test has read both claims (its stdin closes).
     code = textwrap.dedent("""
-        import sys, time
+        import sys
         from opbench.sweep.placement import Needs, reserve
         with reserve(Needs(cpus=1)) as slot:
             print(slot["cpus"][0], flush=True)
-            time.sleep(1.0)
+            sys.stdin.read()
     """)
-    env = dict(os.environ, OPBENCH_SLOT_DIR=str(slots))
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                              env=env) for _ in range(2)]
-    claimed = [int(p.communicate(timeout=60)[0]) for p in procs]
-    assert sorted(claimed) == cpus[:2]
+    # A process that waited for the other's core would give up after 30 s, not hang.
+    env = dict(os.environ, OPBENCH_SLOT_DIR=str(slots), OPBENCH_SLOT_TIMEOUT="30")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    try:
+        claimed = [p.stdout.readline().strip() for p in procs]  # both hold their cores now
+    finally:
+        for p in procs:
+            p.stdin.close()
+        for p in procs:
+            p.wait(60)
+            p.stdout.close()
+    assert sorted(int(c) for c in claimed) == cpus[:2], claimed
+    assert [p.returncode for p in procs] == [0, 0]
 
 
 def test_impossible_needs_fail_at_once():
@@ -134,7 +172,7 @@ def _fake_topology(tmp_path, monkeypatch, siblings: dict[int, str]):
     monkeypatch.setattr(opbench.sweep.placement, "_SYSFS_CPU", str(root), raising=False)
 
 
-def test_hyperthread_siblings_are_one_core(tmp_path, monkeypatch, slots):
+def test_hyperthread_siblings_are_one_core(tmp_path, monkeypatch, slots, clock):
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) < 2:
         pytest.skip("needs two usable CPUs")
@@ -144,21 +182,13 @@ def test_hyperthread_siblings_are_one_core(tmp_path, monkeypatch, slots):
     _fake_topology(tmp_path, monkeypatch, {a: f"{a},{b}", b: f"{a}-{b}" if b == a + 1 else f"{a},{b}"})
     with pytest.raises(PlacementError, match="needs 2 core"), reserve(Needs(cpus=2)):
         pass
-    fd = _hold(slots, f"cpu{a}")  # another process measures on that core
-    got: list[dict] = []
-
-    def claim():
-        with reserve(Needs(cpus=1)) as slot:
-            got.append(slot)
-
-    thread = threading.Thread(target=claim)
-    thread.start()
-    time.sleep(0.3)
-    waiting = not got  # b is free as a logical CPU, but its core is taken
-    os.close(fd)
-    thread.join(10)
-    assert waiting, got
-    assert got[0]["cpus"] == [a] and got[0]["core_cpus"] == [[a, b]] and got[0]["waited_s"] > 0
+    fd = _hold(slots, f"cpu{a}")  # another process measures on that core, for 3 pauses
+    clock.on_pause = lambda count: count == 3 and os.close(fd)
+    with reserve(Needs(cpus=1)) as slot:
+        pass
+    # b is free as a logical CPU, but its core is taken: the claim waited for a.
+    assert clock.pauses == 3
+    assert slot["cpus"] == [a] and slot["core_cpus"] == [[a, b]] and slot["waited_s"] > 0
 
 
 # -- the slot folder is the user's own, and no wait is endless (issue 34) ------------------
@@ -192,27 +222,19 @@ def test_a_slot_folder_another_user_made_is_refused(shared_folder, monkeypatch):
         opbench.sweep.placement.slot_dir()
 
 
-def test_a_lock_held_too_long_times_out_naming_it(slots, monkeypatch):
+def test_a_lock_held_too_long_times_out_naming_it(slots, monkeypatch, clock):
     monkeypatch.setenv("OPBENCH_SLOT_TIMEOUT", "0.3")
     cpus = sorted(os.sched_getaffinity(0))
     fds = [_hold(slots, f"cpu{c}") for c in cpus]
-    outcome: list[BaseException | None] = []
-
-    def claim():
-        try:
-            with reserve(Needs(cpus=1)):
-                outcome.append(None)
-        except BaseException as e:
-            outcome.append(e)
-
-    thread = threading.Thread(target=claim, daemon=True)
-    thread.start()
-    thread.join(10)
-    for fd in fds:  # lets an endless wait (the fault) end, too
-        os.close(fd)
-    thread.join(10)
-    assert outcome and isinstance(outcome[0], PlacementError), outcome
-    message = str(outcome[0])
+    try:
+        with pytest.raises(PlacementError) as error, reserve(Needs(cpus=1)):
+            pass
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert clock.now - 1000.0 == pytest.approx(0.3, abs=2 * opbench.sweep.placement._POLL_S)
+    message = str(error.value)
+    assert message.startswith("waited 0.3 s for 1 core(s) and 0 GPU(s)"), message
     assert f"{slots / f'cpu{cpus[0]}.lock'}" in message and "held by process" in message
     assert str(os.getpid()) in message and "OPBENCH_SLOT_TIMEOUT" in message
 

@@ -7,7 +7,8 @@ import pytest
 
 import opbench
 from conftest import MockTimer
-from opbench.progress import Progress, run_all
+from opbench.progress import Progress
+from opbench.sweep import run_all
 
 
 class FakeTTY(io.StringIO):

@@ -500,7 +500,7 @@ def test_instruction_mode_counts_only_the_statements_own_work(pytester: pytest.P
     """torch's intra-op pool at the Timer's thread count (1), its workers asleep: a
     torch statement counts under pytest what collect_callgrind counts, every repeat."""
     from opbench import _C, Timer
-    from opbench.instructions import InstructionCounts
+    from opbench.core.instructions import InstructionCounts
 
     if not _C.callgrind.available():
         pytest.skip("opbench._C was built without valgrind's headers")

@@ -1,4 +1,6 @@
-"""opbench.integrations.pytest_plugin.fixture: the ``opbench`` fixture times, names and records."""
+"""opbench.integrations.pytest_plugin.fixture: the ``opbench`` fixture times, names and records;
+a result the gate would fail is measured again and every measurement is pooled with equal
+weight (keeping the fastest would bias the gate toward passing); per-benchmark thresholds."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -6,8 +8,16 @@ from typing import Any
 
 import pytest
 
-from opbench.integrations.pytest_plugin.fixture import BenchmarkFixture
-from opbench.integrations.pytest_plugin.session import _Session
+from opbench import Measurement, TaskSpec
+from opbench.integrations.pytest_plugin.fixture import (
+    _CONFIRMATIONS,
+    BenchmarkFixture,
+    confirmed,
+    on_fastest_cpu,
+    pooled,
+    threshold_of,
+)
+from opbench.integrations.pytest_plugin.state import State
 from plugin_doubles import FakeConfig
 
 
@@ -16,8 +26,8 @@ def _node(nodeid: str = "tests/test_x.py::test_sum", group: str | None = None) -
     return SimpleNamespace(nodeid=nodeid, get_closest_marker=lambda name: marker)
 
 
-def _fixture(group: str | None = None, **options: Any) -> tuple[BenchmarkFixture, _Session]:
-    state = _Session(FakeConfig(opbench_min_time=0.001, opbench_min_samples=3, **options))  # type: ignore[arg-type]
+def _fixture(group: str | None = None, **options: Any) -> tuple[BenchmarkFixture, State]:
+    state = State(FakeConfig(opbench_min_time=0.001, opbench_min_samples=3, **options))  # type: ignore[arg-type]
     return BenchmarkFixture(_node(group=group), state), state
 
 
@@ -97,7 +107,6 @@ def test_a_single_threaded_benchmark_is_timed_on_the_fastest_cpu(monkeypatch) ->
     import os
 
     from opbench import _C
-    from opbench.integrations.pytest_plugin import fixture
 
     if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs this process may use")
@@ -106,9 +115,68 @@ def test_a_single_threaded_benchmark_is_timed_on_the_fastest_cpu(monkeypatch) ->
     # The speed probe reads the last CPU as slower (another tenant on its sibling).
     monkeypatch.setattr(_C, "cpu_speed_probe_ns", lambda tries, it: (
         2000 if os.sched_getaffinity(0) == {slow} else 1000))
-    with fixture._on_fastest_cpu(1):
+    with on_fastest_cpu(1):
         inside = os.sched_getaffinity(0)
     assert len(inside) == 1 and inside != {slow}
     assert os.sched_getaffinity(0) == allowed  # given back
-    with fixture._on_fastest_cpu(4):  # a parallel benchmark keeps every CPU
+    with on_fastest_cpu(4):  # a parallel benchmark keeps every CPU
         assert os.sched_getaffinity(0) == allowed
+
+
+def _measured(centre: float, n: int = 12) -> Measurement:
+    return Measurement(1, [centre * (1 + i / 200) for i in range(n)], TaskSpec("f()", "pass"))
+
+
+def _state(baseline: list | None) -> SimpleNamespace:
+    return SimpleNamespace(gate_on="time",
+                           baseline=None if baseline is None else SimpleNamespace(all=lambda: baseline))
+
+
+def _measures(*results: Measurement) -> tuple[list[int], object]:
+    calls: list[int] = []
+
+    def measure() -> Measurement:
+        calls.append(1)
+        return results[len(calls) - 1]
+    return calls, measure
+
+
+def test_without_a_baseline_the_first_result_stands() -> None:
+    calls, measure = _measures(_measured(1e-6))
+    first = _measured(2e-6)
+    assert confirmed(_state(None), first, measure, 0.05) is first and calls == []
+
+
+def test_a_result_in_line_with_the_baseline_is_not_measured_again() -> None:
+    calls, measure = _measures(_measured(1e-6))
+    result = confirmed(_state([_measured(1e-6)]), _measured(1e-6), measure, 0.05)
+    assert calls == [] and "remeasured" not in result.info
+
+
+def test_a_real_regression_is_measured_again_at_most_twice_and_every_measurement_pooled() -> None:
+    calls, measure = _measures(_measured(2.1e-6), _measured(1.9e-6), _measured(0.1e-6))
+    result = confirmed(_state([_measured(1e-6)]), _measured(2e-6), measure, 0.05)
+    assert len(calls) == _CONFIRMATIONS == 2  # the third result is never asked for
+    assert result.info["remeasured"] == {"measurements": 3, "how": "pooled",
+                                         "why": "looked slower than the baseline"}
+    assert len(result.times) == 36 and 1.9e-6 <= result.median <= 2.1e-6
+
+
+def test_a_burst_of_load_is_pooled_not_dropped() -> None:
+    # The fastest measurement alone (1 us) would pass; pooled, the slow one still counts.
+    calls, measure = _measures(_measured(1e-6), _measured(1e-6))
+    result = confirmed(_state([_measured(1e-6)]), _measured(3e-6), measure, 0.05)
+    assert calls and max(result.times) >= 3e-6 and min(result.times) < 1.1e-6
+
+
+def test_pooling_gives_each_measurement_equal_weight() -> None:
+    many_blocks, few_blocks = _measured(1e-6, n=100), _measured(2e-6, n=4)
+    both = pooled([many_blocks, few_blocks])
+    assert len(both.times) == 8  # four order statistics of each, not 100 + 4
+    assert sum(t < 1.5e-6 for t in both.times) == sum(t > 1.5e-6 for t in both.times) == 4
+    assert pooled([few_blocks]) is few_blocks
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, None), ("10%", 0.10), (0.25, 0.25)])
+def test_threshold_of(given: object, expected: float | None) -> None:
+    assert threshold_of(given) == (expected if expected is None else pytest.approx(expected))

@@ -10,11 +10,11 @@ from plugin_doubles import FakeConfig, RecordingParser, defaults
 
 def test_every_option_is_documented_and_namespaced() -> None:
     parser = RecordingParser()
-    options.pytest_addoption(parser)  # type: ignore[arg-type]
+    options.add_options(parser)  # type: ignore[arg-type]
     assert all(name.startswith("--opbench-") for name in parser.options)
     assert all(kwargs.get("help") for kwargs in parser.options.values())
     assert parser.options["--opbench-mode"]["choices"] == ("time", "instructions", "memory")
-    assert parser.options["--opbench-compare"]["const"] == options._LATEST
+    assert parser.options["--opbench-compare"]["const"] == options.LATEST
 
 
 def test_defaults_measure_for_a_decision() -> None:
@@ -36,7 +36,7 @@ def _select(**flags: bool) -> tuple[list[str], list[str]]:
     config.hook = _Hook()  # type: ignore[attr-defined]
     items: list[Any] = [SimpleNamespace(name="bench", fixturenames=("opbench", "tmp_path")),
                         SimpleNamespace(name="plain", fixturenames=("tmp_path",))]
-    options.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
+    options.select_tests(config, items)  # type: ignore[arg-type]
     return [i.name for i in items], [i.name for i in config.hook.deselected]  # type: ignore[attr-defined]
 
 
@@ -52,7 +52,7 @@ def test_pytest_benchmarks_fixture_is_a_benchmark_too() -> None:
     items: list[Any] = [SimpleNamespace(name="compat", nodeid="t.py::compat",
                                         fixturenames=("benchmark",)),
                         SimpleNamespace(name="plain", nodeid="t.py::plain", fixturenames=())]
-    options.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
+    options.select_tests(config, items)  # type: ignore[arg-type]
     assert [i.name for i in items] == ["compat"]
 
 
@@ -64,9 +64,9 @@ def test_opbench_select_keeps_the_tests_that_hold_the_keys(monkeypatch) -> None:
     config.hook = _Hook()  # type: ignore[attr-defined]
     items: list[Any] = [SimpleNamespace(name=n, nodeid=f"t.py::{n}", fixturenames=("opbench",))
                         for n in ("a", "ab", "b[x]", "b[y]")]
-    options.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
+    options.select_tests(config, items)  # type: ignore[arg-type]
     assert [i.name for i in items] == ["a", "b[x]"]
     assert [i.name for i in config.hook.deselected] == ["ab", "b[y]"]  # type: ignore[attr-defined]
     monkeypatch.setenv(options._SELECT_ENV, "{not json")
     with pytest.raises(pytest.UsageError, match="must be a JSON list of benchmark keys"):
-        options.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
+        options.select_tests(config, items)  # type: ignore[arg-type]

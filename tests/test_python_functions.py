@@ -70,8 +70,10 @@ _SCRIPT = textwrap.dedent("""
     from opbench.callgrind import in_process
     from opbench.core.measurement import TaskSpec
 
+    BASE = os.environ["VARIANT"] == "base"
+
     def key(v):
-        return (v % 7, v) if os.environ["VARIANT"] == "base" else (v % 7, v, str(v))
+        return (v % 7, v) if BASE else (v % 7, v, str(v))
 
     class Item:
         def __init__(self, v):
@@ -112,5 +114,8 @@ def test_under_valgrind_the_changed_function_heads_the_diff(tmp_path: Path) -> N
         tables[variant] = json.loads(run.stdout.strip().splitlines()[-1])
     changes = python_diff(tables["base"], tables["head"], number=20)
     assert changes[0].function == "bench.py:key" and changes[0].exclusive_change > 0
-    assert changes[0].short_name == "key (bench.py:6)"
-    assert "bench.py:work" not in [c.function for c in changes if c.exclusive_change > 1]
+    assert changes[0].short_name == "key (bench.py:8)"
+    # work's own code is the same in both: what it allocates (the sorted copy) may land on
+    # another pymalloc path, never a share of key's change.
+    work = [c.exclusive_change for c in changes if c.function == "bench.py:work"]
+    assert all(abs(w) < 0.01 * changes[0].exclusive_change for w in work), work

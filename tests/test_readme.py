@@ -21,7 +21,7 @@ BLOCKS = doc_pages.blocks(README)
 MAX_BYTES = 12_000
 # CI's and the contributor guide's contract: these two lines, exactly.
 QUICK_START = ('pip install ".[torch]" && python -m opbench demo\n'
-               'pip install ".[test]" && python -m pytest\n')
+               'pip install ".[test]" && python -m pytest -n 2\n')
 
 
 def test_the_readme_is_at_most_12_kb() -> None:
@@ -68,6 +68,26 @@ def test_the_feature_table_links_every_guide_page() -> None:
     table = TEXT.split("## Features", 1)[1].split("\n## ", 1)[0]
     linked = {Path(link).stem for link in _links(table)}
     assert set(guide) - {":maxdepth:", "1"} <= linked
+
+
+def _code_paths(table: str) -> list[str]:
+    """The paths of the feature table's last column (under python/opbench/)."""
+    rows = [line for line in table.split("|---|", 1)[1].splitlines() if line.startswith("| ")]
+    return [path for row in rows for path in re.findall(r"`([^`]+)`", row.rsplit("|", 2)[1])]
+
+
+def test_the_feature_table_names_where_each_feature_lives() -> None:
+    # A newcomer finds a feature's code from the README at the first try: every path the
+    # table names exists, and every package of opbench is some feature's home (torch's
+    # module paths, utils/ and op_fuzzers/, and the front doors in integrations/ aside).
+    package = README.parent / "python" / "opbench"
+    paths = _code_paths(TEXT.split("## Features", 1)[1].split("\n## ", 1)[0])
+    assert len(paths) >= 17, paths
+    for path in paths:
+        assert (package / path).exists(), f"the feature table names {path}, which does not exist"
+    homes = {p.split("/")[0] for p in paths}
+    packages = {d.name for d in package.iterdir() if (d / "__init__.py").is_file()}
+    assert packages - {"utils", "op_fuzzers", "integrations"} <= homes
 
 
 def test_the_demo_output_is_the_recorded_one() -> None:

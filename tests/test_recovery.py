@@ -34,6 +34,28 @@ def test_of_two_disturbed_figures_the_lower_is_kept_and_tries_stop_at_the_budget
     assert out[0].median == 5e-3 and out[0].info["disturbance"]["remeasured"] == 2
 
 
+def test_the_cpus_are_checked_before_a_try_unless_the_try_before_came_out_clean(monkeypatch):
+    waited = []
+    monkeypatch.setattr(recovery, "wait_until_free", lambda threads, timeout: waited.append(threads))
+    tries = iter([_m(8e-3, BUSY), _m(1e-3, CLEAN), _m(1e-3, CLEAN), _m(1e-3, CLEAN)])
+    first = [_m(9e-3, BUSY, "a()"), _m(9e-3, BUSY, "b()"), _m(9e-3, BUSY, "c()")]
+    out = recovery.remeasure(first, lambda i: next(tries), budget=60.0, quiet_wait=1.0)
+    # a (busy again): waited before; b: waited (a's try was busy); c: at once (b's was
+    # clean); a's second round: at once (c's was clean).
+    assert len(waited) == 2 and not any(m.disturbed for m in out)
+    assert [m.info["disturbance"]["remeasured"] for m in out] == [2, 1, 1]
+
+
+def test_the_default_budget_is_a_share_of_the_first_measurement(monkeypatch):
+    clock = iter([10.0, 18.0])
+    monkeypatch.setattr(recovery.time, "monotonic", lambda: next(clock))
+    budgets = []
+    monkeypatch.setattr(recovery, "remeasure",
+                        lambda results, measure, budget, quiet_wait: budgets.append(budget) or results)
+    recovery.recovered(lambda: _m(1e-3, CLEAN))
+    assert budgets == [recovery.default_budget(8.0)] == [8.0 * recovery.BUDGET_SHARE]
+
+
 def test_nothing_is_measured_again_without_a_budget_or_a_disturbance():
     def never(i):
         raise AssertionError("measured again")
@@ -144,3 +166,21 @@ def test_a_recovered_sweep_file_holds_the_figure_kept(tmp_path):
         writer.add_result(key, 0, doc)
     [loaded] = opbench.load(path)
     assert loaded.raw_times == [1.0]
+
+
+def test_a_cpu_table_that_turns_unreadable_leaves_the_speed_to_decide(monkeypatch):
+    # /proc/stat readable at first, then gone (a container's view changed): the wait
+    # goes by the core's speed alone instead of running to its timeout.
+    _snapshots(monkeypatch, [2.0])
+    readings = iter([environment.CpuSnapshot(0.1, 0.2, 0.0, 0.2, 0.0)])
+    monkeypatch.setattr(environment, "cpu_snapshot", lambda: next(readings, None))
+    ticks = iter(range(1000))
+    monkeypatch.setattr(recovery.time, "monotonic", lambda: next(ticks) * 0.1)
+    assert recovery.wait_until_free(2, timeout=5.0)
+
+
+def test_without_a_cpu_table_a_full_speed_core_is_free_at_once(monkeypatch):
+    speeds = _snapshots(monkeypatch, [2.0])
+    monkeypatch.setattr(environment, "cpu_snapshot", lambda: None)
+    assert recovery.wait_until_free(2, timeout=0.0)
+    assert speeds["i"] == 1

@@ -1,5 +1,5 @@
 """opbench._redact: what --redact takes out of a published report (issue 34). Its use by the
-reports is in test_gate.py, test_ab_report.py, test_report.py and the commands' tests."""
+reports is in test_gate.py, test_session_verdicts.py, test_report.py and the commands' tests."""
 from __future__ import annotations
 
 import socket

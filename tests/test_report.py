@@ -18,6 +18,7 @@ import pytest
 import chromium
 import history_repo
 import hostile
+from opbench._text import short_commit
 from opbench.analysis import report
 
 # .ci/run installs Chromium and sets this: there a missing browser fails, not skips.
@@ -85,7 +86,7 @@ def test_index_lists_each_benchmark_with_its_latest_change(site, browser):
     assert [r.split("\t")[0] for r in rows] == ["creep", "flat_a", "flat_b", "jump"]
     assert browser.evaluate("document.querySelectorAll('svg.sparkline').length") == 4
     jump = rows[3]
-    assert "step +15." in jump and f"{commits[11][:10]}..{commits[12][:10]}" in jump
+    assert "step +15." in jump and f"{short_commit(commits[11])}..{short_commit(commits[12])}" in jump
     assert "drift" in rows[0] and rows[1].split("\t")[-1].strip() == ""
 
 

@@ -322,7 +322,7 @@ def test_instruction_counts_round_trip(tmp_path):
                           baseline=2_000, info={"denoised": True})
     loaded = load(save([sample()[1], c], tmp_path / "r.json", environment=ENV))
     assert loaded.instructions == [c] and loaded.instructions[0].info == {"denoised": True}
-    assert loaded.instructions[0].per_run == pytest.approx(500.05)
+    assert loaded.instructions[0].per_run == pytest.approx(500.0)
     assert len(loaded) == 1
 
 

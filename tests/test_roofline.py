@@ -1,4 +1,4 @@
-"""The roofline plot (opbench.roofline): real PNG/SVG files, points placed by their
+"""The roofline plot (opbench.core.roofline): real PNG/SVG files, points placed by their
 work, results without work listed; matplotlib only when plotting."""
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ def test_nothing_to_place_is_an_error(tmp_path):
 
 
 def test_import_opbench_does_not_import_matplotlib():
-    code = "import sys, opbench; opbench.roofline; print('matplotlib' in sys.modules)"
+    code = ("import sys, opbench, opbench.core.roofline; opbench.plot_roofline; "
+            "print('matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

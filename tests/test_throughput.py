@@ -1,4 +1,4 @@
-"""Throughput (opbench.throughput): a Measurement's work, rates, intensity, bound and
+"""Throughput (opbench.core.throughput): a Measurement's work, rates, intensity, bound and
 efficiency; the Timer's flops=/bytes= (numbers, callables, "count") carried through
 TaskSpec, results files, run_all and the gate."""
 from __future__ import annotations

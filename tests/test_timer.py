@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import pickle
 import subprocess
 import sys
 import textwrap
+import time
 import traceback
 
 import pytest
@@ -15,8 +17,8 @@ import torch.utils.benchmark as tb
 import opbench
 from conftest import MockTimer, strip_object_line
 from opbench import Timer
+from opbench.core.stopping import converge, sample
 from opbench.engines import Engine
-from opbench.stopping import converge, sample
 
 
 class OurMockTimer(opbench.Timer):
@@ -136,13 +138,42 @@ def test_repeat_and_autorange_work():
     assert steps[:3] == [1, 2, 5]
 
 
-def test_calibrate_overhead_is_recorded_not_subtracted():
-    t = opbench.Timer(lambda: None)
-    overhead = t.calibrate_overhead(number=20000)
-    assert 0 < overhead < 1e-5
+class _Probe:
+    """calibrate_overhead's probe engine: records what it runs, returns set times."""
+
+    made: list[_Probe] = []
+
+    def __init__(self, stmt, setup, timer, globals):
+        self.stmt, self.numbers = stmt, []
+        self._times = iter([1.0, 5e-3, 3e-3, 4e-3, 6e-3, 7e-3])  # the warm-up, then five runs
+        _Probe.made.append(self)
+
+    def timeit(self, number):
+        self.numbers.append(number)
+        return next(self._times)
+
+
+def test_calibrate_overhead_is_the_least_of_five_runs_recorded_not_subtracted(monkeypatch):
+    # On the real clock an estimate's size depends on the machine's load; the probe's
+    # times are set here, so the test asserts the arithmetic and where the figure goes.
+    monkeypatch.setattr(opbench.timer, "PythonEngine", _Probe)
+    monkeypatch.setattr(_Probe, "made", [])
+    t = OurMockTimer("us_stmt")
+    assert t.calibrate_overhead(number=20000) == 3e-3 / 20000
+    probe = _Probe.made[0]
+    assert probe.stmt == "pass" and probe.numbers == [200] + [20000] * 5
     m = t.timeit(1000)
-    assert m.overhead == overhead
-    assert opbench.Timer("pass").calibrate_overhead(number=20000) > 0
+    assert m.overhead == 3e-3 / 20000
+    assert m.raw_times == OurMockTimer("us_stmt").timeit(1000).raw_times  # not subtracted
+    # A Python callable's harness calls a Python no-op; a C callable's calls a C one.
+    opbench.Timer(lambda: None).calibrate_overhead(number=20000)
+    opbench.Timer(time.perf_counter).calibrate_overhead(number=20000)  # a C callable
+    assert inspect.isfunction(_Probe.made[1].stmt) and inspect.isbuiltin(_Probe.made[2].stmt)
+
+
+@pytest.mark.parametrize("stmt", ["pass", lambda: None, time.perf_counter])
+def test_calibrate_overhead_on_the_real_clock_is_positive(stmt):
+    assert opbench.Timer(stmt).calibrate_overhead(number=2000) > 0
 
 
 # -- errors ----------------------------------------------------------------------

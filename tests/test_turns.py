@@ -1,4 +1,4 @@
-"""opbench.gate.turns: workers take turns to time, never two at once, ABBA within each pair."""
+"""opbench.revisions.turns: workers take turns to time, never two at once, ABBA within each pair."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from opbench.gate.turns import Coordinator, TakingTurns, TurnClient, client_from_environment
+from opbench.revisions.turns import Coordinator, TakingTurns, TurnClient, client_from_environment
 
 
 def _workers(coordinator: Coordinator, blocks: list[int], log: list[tuple[int, str]],
@@ -24,6 +24,27 @@ def _workers(coordinator: Coordinator, blocks: list[int], log: list[tuple[int, s
             client.release()
 
     return [threading.Thread(target=work, args=(side,)) for side in range(len(blocks))]
+
+
+# (arrived, ended, granted, wait); quoted: evaluated at import, on Python 3.9 too.
+_Decision = tuple[tuple[bool, ...], tuple[bool, ...], "int | None", "float | None"]
+
+
+def _decisions(coordinator: Coordinator) -> list[_Decision]:
+    """Records each of the coordinator's decisions (which workers had arrived, which had
+    ended or asked to end, the worker granted, the seconds it chose to wait): what it waited for,
+    whatever the clock did."""
+    made: list[_Decision] = []
+    decide = coordinator._next
+
+    def spy(state, now):  # type: ignore[no-untyped-def]
+        grant, wait = decide(state, now)
+        made.append((tuple(a is not None for a in state.arrived),
+                     tuple(state.ending(w) for w in range(coordinator.workers)), grant, wait))
+        return grant, wait
+
+    coordinator._next = spy  # type: ignore[method-assign]
+    return made
 
 
 def _serve(coordinator: Coordinator, threads: list[threading.Thread]) -> None:
@@ -52,11 +73,13 @@ def test_only_one_side_times_at_a_time_in_abba_order() -> None:
 def test_both_start_together_then_a_side_away_or_gone_is_not_waited_for() -> None:
     log: list[tuple[int, str]] = []
     coordinator = Coordinator(first=1, partner_wait=0.05)
-    start = time.monotonic()
+    made = _decisions(coordinator)
     # Side 1 arrives late and does little; side 0 must not stall waiting for it after.
     _serve(coordinator, _workers(coordinator, [20, 1], log, [0.0, 0.3]))
     assert coordinator.turns == [20, 1]
-    assert time.monotonic() - start < 5
+    # Once side 1 had ended, every decision granted side 0 the turn at once.
+    after = [(grant, wait) for _, ended, grant, wait in made if ended[1]]
+    assert after and all(grant == 0 and wait is None for grant, wait in after)
     # Nothing was timed before both had arrived (side 0 waited for side 1's start-up);
     # then side 1, whose turn came first, went first.
     order = [side for side, event in log if event == "start"]
@@ -210,10 +233,13 @@ def test_a_worker_that_ends_without_timing_does_not_hold_up_the_start() -> None:
         client.hold_to_exit()
         time.sleep(0.05)
 
-    start = time.monotonic()
+    made = _decisions(coordinator)
     _serve(coordinator, [threading.Thread(target=work, args=(w,)) for w in range(4)])
-    assert time.monotonic() - start < 20  # far less than the 30 s start wait
     assert coordinator.turns == [3, 3, 3, 0]
+    # Once worker 3 had asked to end, a wait longer than a partner's was only ever for the
+    # start of a worker that times (0 to 2), never for worker 3's.
+    assert all(not all(arrived[:3]) for arrived, ended, _, wait in made
+               if ended[3] and wait is not None and wait > 0.05)
 
 
 def test_a_spawned_workers_exit_reads_as_end_of_file_without_polling() -> None:
@@ -221,7 +247,7 @@ def test_a_spawned_workers_exit_reads_as_end_of_file_without_polling() -> None:
     import sys
 
     coordinator = Coordinator(partner_wait=0.05)
-    code = ("from opbench.gate.turns import client_from_environment\n"
+    code = ("from opbench.revisions.turns import client_from_environment\n"
             "c = client_from_environment()\n"
             "for _ in range(3):\n    c.acquire(); c.release()\n"
             "c.hold_to_exit()\n")

@@ -9,7 +9,6 @@ fails with the clear "no compiler" error.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import platform
 import re
@@ -21,6 +20,9 @@ from pathlib import Path
 import pytest
 import tomllib
 
+import fresh_venv
+
+_run = fresh_venv.run
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())
 INSTALL_PAGE = (ROOT / "docs" / "install.md").read_text()
@@ -47,12 +49,6 @@ def test_the_documentation_states_the_platforms_and_tags() -> None:
     assert "manylinux_2_28" in readme and "macOS and Windows are not supported" in readme
 
 
-def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
-    assert proc.returncode == 0, f"{cmd}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
-
-
 def _glibc() -> tuple[int, int]:
     name, version = platform.libc_ver()
     assert name == "glibc", "the wheel test needs a glibc Linux"
@@ -75,27 +71,16 @@ def test_a_built_wheel_times_python_with_no_compiler_on_path(tmp_path: Path) -> 
     assert (int(tag[2]), int(tag[3])) <= _glibc(), shown
     print(f"{wheel.name}: auditwheel: {tag[1]}")
 
-    env_dir = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(env_dir)], timeout=300)
-    python = env_dir / "bin" / "python"
-    _run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)], timeout=300)
-    # torch from this environment, by its folder (a path, not a site dir: no .pth in it runs,
-    # so a source checkout that this environment puts on the path stays off it).
-    torch_spec = importlib.util.find_spec("torch")
-    assert torch_spec and torch_spec.origin
-    site = next((env_dir / "lib").glob("python3*/site-packages"))
-    (site / "outer_torch.pth").write_text(str(Path(torch_spec.origin).parent.parent) + "\n")
+    python, site = fresh_venv.create(tmp_path / "venv", wheel, "--no-index")
 
     bin_dir = tmp_path / "bin"  # PATH: the venv's own scripts only
     bin_dir.mkdir()
-    path = f"{env_dir / 'bin'}{os.pathsep}{bin_dir}"
+    path = f"{python.parent}{os.pathsep}{bin_dir}"
     assert not [c for c in COMPILERS if shutil.which(c, path=path)]
     env = {"PATH": path, "HOME": str(tmp_path), "OPBENCH_CACHE_DIR": str(tmp_path / "cache"),
            "LANG": "C.UTF-8"}
 
-    where = _run([str(python), "-c", "import opbench, os; print(opbench.__file__)"],
-                 env=env, cwd=tmp_path).stdout
-    assert where.startswith(str(site)), f"opbench imported from {where}, not the wheel"
+    fresh_venv.assert_imports_from(python, site, env, tmp_path)
 
     demo = _run([str(python), "-m", "opbench", "demo", "--color", "never", "--sizes", "1", "64",
                  "--threads", "1", "--min-run-time", "0.01"], env=env, cwd=tmp_path, timeout=600)

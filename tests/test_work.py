@@ -1,4 +1,4 @@
-"""Work counting (opbench.work): FLOPs and bytes counted from a torch statement's ATen
+"""Work counting (opbench.core.work): FLOPs and bytes counted from a torch statement's ATen
 ops, checked against figures computed by hand from the shapes; declared work. The
 dispatch modes' own pieces are tested in test_work_modes.py."""
 from __future__ import annotations

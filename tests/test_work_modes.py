@@ -1,4 +1,4 @@
-"""The dispatch modes behind opbench.work.count (opbench.core._work_modes): run_counted's
+"""The dispatch modes behind opbench.core.work.count (opbench.core._work_modes): run_counted's
 fields, and the exact union of the bytes strided views cover, checked by hand."""
 from __future__ import annotations
 

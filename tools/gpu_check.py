@@ -180,7 +180,9 @@ class FakeGpu:
     def peers(self, fn: Fn) -> dict[str, Measure | str]:
         n = 50 if self.quick else 200
         found: dict[str, Measure | str] = {name: "needs torch on a GPU (fake driver)" for name in PEERS}
-        found["profiler kernel mean"] = lambda: self._profiler(fn, n)[0]
+        # Both from the one queued run: the fake's clocks ramp with real time, so a run of
+        # its own (gaps at a busy host's pace) would run the kernels at other clocks.
+        found["profiler kernel mean"] = lambda: self._profiler(fn, n, queued=True)[0]
         found["profiler kernel span"] = lambda: self._profiler(fn, n, queued=True)[1]
         found["torch.cuda.Event blocks"] = lambda: _median([self._events_block(fn, n) for _ in range(3)])
         found["triton do_bench_cudagraph"] = lambda: self._cudagraph(fn)
@@ -485,7 +487,7 @@ def _timed_row(rows: Rows, case: str, method: str, run: Callable[[], Any],
 
 def _gpu_behaviour(torch: Any, rows: Rows, quick: bool) -> None:
     import opbench
-    import opbench.cuda as oc
+    import opbench.engines.cuda as oc
 
     y = torch.rand(4096, device="cuda")
     _timed_row(rows, "never-launched kernel (special.i1e)", "Timer events",
@@ -556,7 +558,7 @@ def _cupy_row(rows: Rows) -> None:
 def _freed_timer_row(rows: Rows, statement: Fn, make_timer: Callable[[], Any]) -> None:
     """A DeviceTimer dropped inside another's held block: its frees wait for no hold (the
     2 s watchdog was waited out), and blocks are not made smaller for the process."""
-    import opbench.cuda as oc
+    import opbench.engines.cuda as oc
 
     other = [make_timer()]
     other[0].timeit(1)
@@ -608,7 +610,7 @@ def _sync_row(rows: Rows, statement: Fn) -> None:
 
 def _fake_behaviour(device: FakeGpu, rows: Rows) -> None:
     import opbench
-    import opbench.cuda as oc
+    import opbench.engines.cuda as oc
 
     fake, tc = device.fake_cuda, device.torch_cuda
     fake.set(load_device_ns=5_000_000)
@@ -660,21 +662,21 @@ def _on_legacy_torch(tc: Any, run: Callable[[], Any]) -> Any:
 
 
 _FAULT_CODE = {
-    False: ("import torch, opbench.cuda as oc\n"
+    False: ("import torch, opbench.engines.cuda as oc\n"
             "x = torch.zeros(4, device='cuda'); i = torch.tensor([1 << 40], device='cuda')\n"
             "t = oc.DeviceTimer(lambda: x.index_add_(0, i, x[:1]))\n"),
     # torch's current stream the legacy one, so the statement runs on a private stream,
     # which the legacy stream is made to wait for afterwards, through torch
     True: ("import sys, itertools; sys.path.insert(0, {tests!r})\n"
            "from fake_cuda import FakeCuda, FakeTorchCuda, library\n"
-           "import opbench.cuda as oc\n"
+           "import opbench.engines.cuda as oc\n"
            "fake = FakeCuda(library()); fake.configure()\n"
            "sys.path.insert(0, {tools!r}); import gpu_check\n"
            "tc = FakeTorchCuda(fake); gpu_check._use_fake_torch(tc); calls = itertools.count()\n"
            "t = oc.DeviceTimer(tc.kernel(0.1, fault=lambda: 700 if next(calls) == 3 else 0))\n"),
 }
 _BEFORE_TORCH = {
-    False: ("import sys, opbench, opbench.cuda as oc\n"
+    False: ("import sys, opbench, opbench.engines.cuda as oc\n"
             "assert 'torch' not in sys.modules\n"
             "e = oc.Event(); e.record(); e.synchronize()\n"
             "import torch\n"
@@ -682,7 +684,7 @@ _BEFORE_TORCH = {
             "m = opbench.Timer(lambda: x.add_(1.0), device_timing='events').timeit(100)\n"
             "print('ok', m.median)\n"),
     True: ("import sys; sys.path.insert(0, {tests!r})\n"
-           "import opbench, opbench.cuda as oc\n"
+           "import opbench, opbench.engines.cuda as oc\n"
            "assert 'torch' not in sys.modules\n"
            "from fake_cuda import FakeCuda, library\n"
            "fake = FakeCuda(library()); fake.configure()\n"

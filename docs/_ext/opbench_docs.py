@@ -5,7 +5,7 @@
 * ``.. opbench-cli::`` documents every ``opbench`` command from its argument
   parser (``opbench.integrations.cli.build_parser``): usage, description, options.
 * ``.. opbench-pytest-options::`` documents the pytest plugin's options from the
-  table that registers them (``pytest_plugin.options.pytest_addoption``, and
+  table that registers them (``pytest_plugin.options.add_options``, and
   ``benchmark_compat``'s for pytest-benchmark's), read through a recording parser.
 
 A docstring written as plain text rather than reStructuredText (most of opbench's
@@ -229,7 +229,7 @@ def recorded_pytest_options() -> list[_Group]:
     from opbench.integrations.pytest_plugin import benchmark_compat, options
 
     recorder = _Recorder()
-    options.pytest_addoption(recorder)  # type: ignore[arg-type]
+    options.add_options(recorder)  # type: ignore[arg-type]
     benchmark_compat.pytest_addoption(recorder)  # type: ignore[arg-type]
     return recorder.groups
 

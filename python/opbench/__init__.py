@@ -14,9 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-# Importing _moved lets the modules that moved into subpackages import by their
-# old flat paths (`import opbench.results`, `-p opbench.pytest_plugin`).
-from opbench import _moved, progress  # noqa: F401 (_moved: imported for its finder)
 from opbench._version import __version__
 from opbench.errors import (
     BenchmarkWarning,
@@ -49,8 +46,22 @@ from opbench.errors import (
 )
 from opbench.progress import Progress
 
-if TYPE_CHECKING:  # what the names below are, for type checkers; imported on first use
+# The names imported on first use, so `import opbench` stays fast and torch-free (the Timer
+# brings the native core, the Compare table and callgrind; the roofline plot matplotlib, on
+# call; A/B runs the gate; sweeps their executors: sockets, subprocess pools; a command
+# such as `opbench ab` needs none of them). This block is both what type checkers see and
+# the lazy loader's table: `opbench.NAME` imports NAME as the line that names it here does,
+# on first access (_lazy_table reads the block from this file, as scientific-python's
+# lazy_loader reads a stub). A new public name is a line here (unless it is imported above)
+# and an entry in __all__; tests/test_public_surface.py checks that the two agree.
+# `opbench.timer` is the package opbench/timer/, callable as torch's clock function
+# `torch.utils.benchmark.timer` is (see timer._CallableModule); `opbench.utils` and
+# `opbench.op_fuzzers` are torch's module paths, attributes as in torch.
+if TYPE_CHECKING:
+    from opbench import op_fuzzers as op_fuzzers
+    from opbench import stats as stats
     from opbench import timer
+    from opbench import utils as utils
     from opbench._threads import set_torch_threads
     from opbench.analysis.compare import Colorize, Compare
     from opbench.callgrind import CallgrindStats, CopyIfCallgrind, FunctionCount, FunctionCounts
@@ -64,70 +75,17 @@ if TYPE_CHECKING:  # what the names below are, for type checkers; imported on fi
         unit_to_english,
     )
     from opbench.core.memory import MemoryCounts
+    from opbench.core.roofline import plot_roofline
     from opbench.engines import cuda
     from opbench.engines.cpp import include_dir
+    from opbench.fuzz.fuzzer import FuzzedParameter, FuzzedTensor, Fuzzer, ParameterAlias
+    from opbench.fuzz.sparse_fuzzer import FuzzedSparseTensor
+    from opbench.gate.ab import ABResult, compare_ab
     from opbench.store.results import load, save
+    from opbench.sweep import run_all
     from opbench.timer import Language, Timer, default_timer
 
-
-def _progress_getattr(name: str) -> Any:
-    # run_all lived in opbench.progress before it grew executors (opbench.sweep, a
-    # floor above progress); `from opbench.progress import run_all` keeps working,
-    # and loads the sweep machinery only then, as `opbench.run_all` does.
-    if name == "run_all":
-        return __getattr__("run_all")
-    raise AttributeError(f"module 'opbench.progress' has no attribute {name!r}")
-
-
-setattr(progress, "__getattr__", _progress_getattr)  # noqa: B010 (a module hook, not a method)
-
-# Names imported on first use, so `import opbench` stays fast and torch-free (the Timer
-# brings the native core, the Compare table and callgrind 60 ms more; a command such
-# as `opbench ab` needs none of them): public name -> (module, attribute), None for
-# the module itself.
-_LAZY: dict[str, tuple[str, str | None]] = {
-    # `opbench.timer` is the module opbench/timer.py, callable as torch's clock
-    # function `torch.utils.benchmark.timer` is (see timer._CallableModule).
-    "timer": ("opbench.timer", None),
-    "Timer": ("opbench.timer", "Timer"),
-    "Language": ("opbench.timer", "Language"),
-    "default_timer": ("opbench.timer", "default_timer"),
-    "set_torch_threads": ("opbench._threads", "set_torch_threads"),
-    "Colorize": ("opbench.analysis.compare", "Colorize"),
-    "Compare": ("opbench.analysis.compare", "Compare"),
-    "CallgrindStats": ("opbench.callgrind", "CallgrindStats"),
-    "CopyIfCallgrind": ("opbench.callgrind", "CopyIfCallgrind"),
-    "FunctionCount": ("opbench.callgrind", "FunctionCount"),
-    "FunctionCounts": ("opbench.callgrind", "FunctionCounts"),
-    "collect_callgrind_all": ("opbench.callgrind.collect", "collect_callgrind_all"),
-    "Measurement": ("opbench.core.measurement", "Measurement"),
-    "TaskSpec": ("opbench.core.measurement", "TaskSpec"),
-    "ordered_unique": ("opbench.core.measurement", "ordered_unique"),
-    "select_unit": ("opbench.core.measurement", "select_unit"),
-    "trim_sigfig": ("opbench.core.measurement", "trim_sigfig"),
-    "unit_to_english": ("opbench.core.measurement", "unit_to_english"),
-    "MemoryCounts": ("opbench.core.memory", "MemoryCounts"),
-    "cuda": ("opbench.engines.cuda", None),
-    "include_dir": ("opbench.engines.cpp", "include_dir"),
-    "load": ("opbench.store.results", "load"),
-    "save": ("opbench.store.results", "save"),
-    "Fuzzer": ("opbench.fuzz.fuzzer", "Fuzzer"),
-    "FuzzedParameter": ("opbench.fuzz.fuzzer", "FuzzedParameter"),
-    "FuzzedTensor": ("opbench.fuzz.fuzzer", "FuzzedTensor"),
-    "ParameterAlias": ("opbench.fuzz.fuzzer", "ParameterAlias"),
-    "FuzzedSparseTensor": ("opbench.fuzz.sparse_fuzzer", "FuzzedSparseTensor"),
-    # A/B runs live beside the gate (opbench.gate): importing them would import it.
-    "ABResult": ("opbench.gate.ab", "ABResult"),
-    "compare_ab": ("opbench.gate.ab", "compare_ab"),
-    # Sweeps bring executors (sockets, subprocess pools): 20 ms of every import.
-    "run_all": ("opbench.sweep", "run_all"),
-    # The roofline plot brings matplotlib (on call, not on import).
-    "plot_roofline": ("opbench.analysis.roofline", "plot_roofline"),
-    # The name opbench 0.1 gave CompileError.
-    "CppCompileError": ("opbench.errors", "CompileError"),
-}
-
-# The public surface (tests/test_public_surface.py lists it too).
+# The public surface, the one list of it (`from opbench import *`, the API reference).
 __all__ = [
     "ABResult",
     "BenchmarkWarning",
@@ -139,7 +97,6 @@ __all__ = [
     "CompileError",
     "CompilerNotFoundError",
     "CopyIfCallgrind",
-    "CppCompileError",
     "CudaError",
     "ElisionWarning",
     "Error",
@@ -193,12 +150,23 @@ __all__ = [
     "unit_to_english",
 ]
 
+_LAZY_TABLE: dict[str, tuple[str, str]] | None = None
 
-# Submodules reachable as attributes without an explicit import
-# (`opbench.compile.bench_all(...)`), loaded on first access through their
-# old paths (opbench._moved).
-_LAZY_MODULES = {"compile", "plot", "export", "profile", "op_fuzzers", "fuzzer", "stats",
-                 "peaks", "roofline", "work", "utils"}
+
+def _lazy_table() -> dict[str, tuple[str, str]]:
+    """Name -> (module, attribute) for each name the ``if TYPE_CHECKING:`` block imports."""
+    global _LAZY_TABLE
+    if _LAZY_TABLE is None:
+        import ast
+
+        with open(__file__, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        block = next(node for node in tree.body
+                     if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+        _LAZY_TABLE = {alias.asname or alias.name: (statement.module or "", alias.name)
+                       for statement in block.body if isinstance(statement, ast.ImportFrom)
+                       for alias in statement.names}
+    return _LAZY_TABLE
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -209,19 +177,26 @@ def load_ipython_extension(ipython: Any) -> None:
     load(ipython)
 
 
-def __getattr__(name: str) -> Any:
-    import importlib
+# Hidden from type checkers, which read the imports above instead: for them a name
+# that is not there is an error, not Any.
+if not TYPE_CHECKING:
+    def __getattr__(name: str) -> Any:
+        import importlib
 
-    if name in _LAZY_MODULES:
-        return importlib.import_module(f"opbench.{name}")
-    if name not in _LAZY:
-        raise AttributeError(f"module 'opbench' has no attribute {name!r}")
-    module, attribute = _LAZY[name]
-    loaded = importlib.import_module(module)
-    value = loaded if attribute is None else getattr(loaded, attribute)
-    globals()[name] = value
-    return value
+        if name not in _lazy_table():
+            raise AttributeError(f"module 'opbench' has no attribute {name!r}")
+        module, attribute = _lazy_table()[name]
+        if module == __name__:  # `from opbench import timer`: a submodule
+            value = importlib.import_module(f"{__name__}.{attribute}")
+        else:
+            loaded = importlib.import_module(module)
+            try:
+                value = getattr(loaded, attribute)
+            except AttributeError:  # a submodule its package does not import
+                value = importlib.import_module(f"{module}.{attribute}")
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY, *_LAZY_MODULES})
+    return sorted({*globals(), *_lazy_table()})

@@ -1,6 +1,6 @@
 """The named choices of the gate and of ``opbench ab``, and their defaults, declared once.
 
-The gate (``opbench.gate``) and the A/B session (``opbench.gate.ab_session``) check
+The gate (``opbench.gate``) and the A/B session (``opbench.revisions.session``) check
 their arguments against these; the command line and the pytest plugin build their
 options from them. Those two must not import the gate to do so: it costs about as
 much again as ``import opbench``, paid at the start of every command and every pytest

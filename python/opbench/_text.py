@@ -21,11 +21,15 @@ import html
 import re
 from collections.abc import Sequence
 
-__all__ = ["PASSED_STYLE", "WARNING_STYLE", "html_pre", "printable", "report_html", "text_table"]
+__all__ = ["COMMIT_DIGITS", "PASSED_STYLE", "WARNING_STYLE", "html_pre", "printable", "report_html",
+           "short_commit", "text_table"]
 
 #: How a notebook shows a warning or failure line (``html_pre``), and a passing one.
 WARNING_STYLE = "color:#cf222e;font-weight:bold"
 PASSED_STYLE = "color:#1a7f37;font-weight:bold"
+
+#: Hex digits a commit id is shown with (reports, progress lines, worktree folders).
+COMMIT_DIGITS = 12
 
 # C0 and C1 control characters and DEL; the Unicode line and paragraph separators; the
 # bidirectional overrides and isolates, which reorder what a terminal shows.
@@ -42,6 +46,11 @@ def printable(text: object) -> str:
     """``str(text)`` with each control character written as its escape (``\\x1b``,
     ``\\n``): one line, nothing a terminal acts on."""
     return _CONTROL.sub(_escape, str(text))
+
+
+def short_commit(commit: str) -> str:
+    """``commit`` cut to ``COMMIT_DIGITS`` characters (``1a2b3c4d5e6f``)."""
+    return commit[:COMMIT_DIGITS]
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]],

@@ -347,7 +347,7 @@ def project_root(start: str | os.PathLike[str] | None = None) -> Path:
 
 
 def root_dir(root: str | os.PathLike[str] | None = None) -> Path:
-    """Where per-machine files live (baselines, ``opbench.peaks``): ``root``, else
+    """Where per-machine files live (baselines, ``opbench.core.peaks``): ``root``, else
     ``$OPBENCH_BASELINE_DIR``, else ``.opbench`` in the project root (``project_root``):
     the same folder for the CLI and the pytest plugin, from whichever subdirectory
     either runs."""

@@ -49,7 +49,6 @@ __all__ = [
     "Error",
     "FuzzerSpecError",
     "GraphCaptureError",
-    "HoldTimedOut",
     "KeyCollisionError",
     "LaunchHoldWarning",
     "MachineWarning",
@@ -117,7 +116,7 @@ class CompileError(Error, RuntimeError):
 
 
 class RecompileError(Error, RuntimeError):
-    """``torch.compile`` recompiled while ``opbench.compile.overheads`` was timing a compiled
+    """``torch.compile`` recompiled while ``opbench.analysis.compile.overheads`` was timing a compiled
     call, so the figure would mix compiled calls with compilations. The message names the
     guard that failed (torch's own reason) and the cell being timed."""
 
@@ -138,11 +137,6 @@ class CudaError(Error, RuntimeError):
 class GraphCaptureError(CudaError):
     """Graph mode could not capture the statement into a CUDA graph (it
     synchronizes, copies to the host, or does something else capture forbids)."""
-
-
-class HoldTimedOut(CudaError):
-    """The launch hold's watchdog released a block that never started: the statement
-    waits for the host (a synchronize, a blocking copy) and cannot be held."""
 
 
 class CallgrindError(Error, OSError):

@@ -16,7 +16,7 @@ dependency on tqdm.
 
 Example:
     >>> import opbench
-    >>> from opbench.progress import run_all  # opbench.sweep.run_all
+    >>> from opbench.sweep import run_all
     >>> timers = [opbench.Timer(f"sum(range({n}))") for n in (10, 100)]
     >>> [m.number_per_run for m in run_all(timers, "timeit", number=100, progress=False)]
     [100, 100]
@@ -32,8 +32,6 @@ from typing import IO, Any
 
 from opbench._checks import check_count
 
-# `opbench.progress.run_all`, where run_all lived before it grew executors, is
-# `opbench.sweep.run_all`, set by the package's __init__ (a floor above this one).
 __all__ = ["Progress"]
 
 ENV_VAR = "OPBENCH_PROGRESS"

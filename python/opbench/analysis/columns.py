@@ -3,9 +3,10 @@
 ``Compare(results, columns=["time", "GB/s"])`` shows, for every description,
 one column per metric; the default (``columns=None`` or ``["time"]``) is
 torch's table, byte for byte. The rates come from each Measurement's work
-(``opbench.throughput``: declared or counted) at its median time; "% of
+(``opbench.core.throughput``: declared or counted) at its median time; "% of
 peak" is ``Measurement.efficiency``, the share of the relevant measured peak
-(bandwidth when memory-bound, FLOP rate when compute-bound). A cell whose
+(bandwidth when memory-bound, FLOP rate when compute-bound): the roofline's
+column, defined with it in ``opbench.core.roofline``. A cell whose
 work or peak is unknown reads ``n/a``.
 
 Example:
@@ -30,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from opbench.analysis.table import Table
+from opbench.core import roofline
 from opbench.errors import UsageError
 
 __all__ = ["METRICS", "apply", "check"]
@@ -42,9 +44,7 @@ _RATES: dict[str, tuple[Callable[[Any], float | None], str]] = {
              "GB/s: bytes per run / median time (1 GB = 1e9 bytes)."),
     "TFLOP/s": (lambda m: None if m.flop_rate is None else m.flop_rate / 1e12,
                 "TFLOP/s: FLOPs per run / median time (1 TFLOP = 1e12 FLOPs)."),
-    "% of peak": (lambda m: None if m.efficiency is None else m.efficiency * 100,
-                  "% of peak: of the peak bandwidth (memory-bound) or FLOP rate "
-                  "(compute-bound) measured where the result was taken (opbench peaks)."),
+    roofline.PEAK_COLUMN[0]: roofline.PEAK_COLUMN[1:],
 }
 METRICS = (TIME, *_RATES)
 _NA = "n/a"

@@ -104,7 +104,7 @@ class Compare:
         columns: what each cell shows, one column per metric and description:
             ``"time"`` (the default, torch's table), ``"GB/s"``, ``"TFLOP/s"``,
             ``"% of peak"`` (a list, or a comma-separated string; see
-            ``opbench.columns``).
+            ``opbench.analysis.columns``).
 
     Example (instruction counts; needs valgrind)::
 
@@ -188,8 +188,8 @@ class Compare:
         return plot.plot_speedup(self, path, baseline=baseline, by=by, **kwargs)
 
     def plot_roofline(self, path: str, **kwargs: Any) -> Any:
-        """Each result on the measured roofline (needs matplotlib; ``opbench.roofline``)."""
-        from opbench.analysis.roofline import plot_roofline
+        """Each result on the measured roofline (needs matplotlib; ``opbench.core.roofline``)."""
+        from opbench.core.roofline import plot_roofline
 
         return plot_roofline(self, path, **kwargs)
 

@@ -44,14 +44,26 @@ Example (compiles, so tens of seconds on a small machine)::
 """
 from __future__ import annotations
 
-import ast
 import functools
 import inspect
-import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from opbench.analysis.compile_boundaries import (
+    KernelProxy,
+    Log,
+    OtherLayout,
+    Patches,
+    Recorder,
+    guard_check,
+    kernel_names,
+    qualified_name,
+    search,
+    torch_parts,
+    untraced,
+)
 
 __all__ = ["BOUNDARIES", "Layers", "Probe", "Row", "find_layers", "frame_code"]
 
@@ -68,9 +80,6 @@ BOUNDARIES: dict[str, tuple[str, str]] = {
     "module_call": ("Inductor", "compiled module call and launcher"),
     "kernels": ("Kernels", "kernels"),
 }
-
-_SEARCH_LIMIT = 20000  # objects visited looking for a boundary inside the backend's function
-
 
 @dataclass
 class Probe:
@@ -107,10 +116,6 @@ class Layers:
         return self.reason is None
 
 
-class _Skip(Exception):
-    """This torch lays the chain out differently: the message says how."""
-
-
 def frame_code(fn: Any) -> types.CodeType:
     """The code object whose frame Dynamo compiles for a call of ``fn``: a function's
     own, a bound method's function's, an ``nn.Module``'s ``forward``."""
@@ -136,204 +141,6 @@ def _frame_function(fn: Any) -> tuple[Any, tuple[Any, ...]]:
     return type(fn).forward, (fn,)
 
 
-# -- recorders ------------------------------------------------------------------
-
-class _Log:
-    def __init__(self) -> None:
-        self.calls: dict[str, list[tuple[Any, tuple[Any, ...], dict[str, Any]]]] = {}
-
-    def add(self, key: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self.calls.setdefault(key, []).append((target, args, kwargs))
-
-
-class _Recorder:
-    """Calls ``target``, first noting the arguments (lists copied: Inductor's boxed
-    calling convention empties the list it is handed)."""
-
-    def __init__(self, key: str, target: Any, log: _Log, *, owner: Any = None,
-                 drop_first: bool = False) -> None:
-        self._key, self._target, self._log, self._drop = key, target, log, drop_first
-        self._owner = target if owner is None else owner  # what the log names as called
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        kept = tuple(list(a) if isinstance(a, list) else a for a in args)
-        self._log.add(self._key, self._owner, kept[1:] if self._drop else kept, kwargs)
-        return self._target(*args, **kwargs)
-
-
-def _untraced(torch: Any, recorder: _Recorder) -> Callable[..., Any]:
-    """The recorder as a function Dynamo does not trace: the transformed bytecode calls
-    it with the frame-evaluation callback set, and a traced recorder would be compiled
-    (a graph of its own, and recompiled for the next setting)."""
-    def record(*args: Any, **kwargs: Any) -> Any:
-        return recorder(*args, **kwargs)
-
-    return torch._dynamo.disable(record)  # type: ignore[no-any-return]
-
-
-class _KernelProxy:
-    """Stands for a kernel (or a namespace of them: ``extern_kernels``, ``aten``) in the
-    generated module's globals: attribute chains are followed, each call recorded."""
-
-    def __init__(self, target: Any, name: str, log: _Log) -> None:
-        self._target, self._name, self._log = target, name, log
-
-    def __getattr__(self, attr: str) -> Any:
-        return _KernelProxy(getattr(self._target, attr), f"{self._name}.{attr}", self._log)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._log.add("kernels", (self._target, self._name), args, kwargs)
-        return self._target(*args, **kwargs)
-
-
-class _Patches:
-    """Attribute and mapping patches, all undone on exit, in reverse order."""
-
-    def __init__(self) -> None:
-        self._undo: list[Callable[[], None]] = []
-
-    def setitem(self, mapping: dict[str, Any], key: str, value: Any) -> None:
-        old = mapping[key]
-        mapping[key] = value
-        self._undo.append(lambda: mapping.__setitem__(key, old))
-
-    def setattr(self, obj: Any, name: str, value: Any) -> None:
-        had = name in vars(obj)
-        old = vars(obj).get(name)
-        setattr(obj, name, value)
-        self._undo.append(lambda: setattr(obj, name, old) if had else delattr(obj, name))
-
-    def __enter__(self) -> _Patches:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        while self._undo:
-            self._undo.pop()()
-
-
-# -- finding the boundaries --------------------------------------------------------
-
-def _torch_parts() -> tuple[Callable[[types.CodeType], list[Any]], type]:
-    try:
-        from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
-    except ImportError as e:
-        raise _Skip("this torch has no torch._C._dynamo.eval_frame._debug_get_cache_entry_list "
-                    "(Dynamo's cache entries cannot be read)") from e
-    graph_cls = None
-    for where in ("torch._inductor.output_code", "torch._inductor.codecache"):
-        module = sys.modules.get(where) or _import(where)
-        graph_cls = getattr(module, "CompiledFxGraph", None)
-        if graph_cls is not None:
-            break
-    if graph_cls is None:
-        raise _Skip("this torch has no CompiledFxGraph in torch._inductor.output_code or "
-                    "torch._inductor.codecache (Inductor's compiled graph cannot be found)")
-    return _debug_get_cache_entry_list, graph_cls
-
-
-def _import(name: str) -> Any:
-    try:
-        return __import__(name, fromlist=["_"])
-    except ImportError:
-        return None
-
-
-def _module_globals(g: dict[str, Any]) -> bool:
-    """Whether a function's globals are a whole module's (not searched: too wide)."""
-    module = sys.modules.get(g.get("__name__", ""))  # type: ignore[arg-type]
-    return module is not None and getattr(module, "__dict__", None) is g
-
-
-def _children(obj: Any, torch: Any) -> Iterator[Any]:
-    if isinstance(obj, (torch.Tensor, torch.nn.Module, types.ModuleType, str, bytes, int, float)):
-        return
-    if isinstance(obj, types.FunctionType):
-        for cell in obj.__closure__ or ():
-            try:
-                yield cell.cell_contents
-            except ValueError:  # an empty cell
-                pass
-        for name in ("__wrapped__", "_torchdynamo_orig_callable"):
-            if name in vars(obj):
-                yield vars(obj)[name]
-        if not _module_globals(obj.__globals__):  # generated code gets its own globals
-            yield from obj.__globals__.values()
-    elif isinstance(obj, types.MethodType):
-        yield obj.__self__
-        yield obj.__func__
-    elif _function_apply(obj, torch) is not None:
-        yield obj.__self__  # the autograd Function whose C apply this is
-    elif isinstance(obj, functools.partial):
-        yield obj.func
-        yield from obj.args
-        yield from obj.keywords.values()
-    elif isinstance(obj, (staticmethod, classmethod)):
-        yield obj.__func__
-    elif isinstance(obj, type):
-        if issubclass(obj, torch.autograd.Function):
-            yield from vars(obj).values()
-    elif isinstance(obj, (list, tuple, set, frozenset)):
-        yield from list(obj)[:200]
-    elif isinstance(obj, dict):
-        yield from list(obj.values())[:200]
-    elif type(obj).__module__.startswith("torch.") and hasattr(obj, "__dict__"):
-        yield from vars(obj).values()
-
-
-def _function_apply(obj: Any, torch: Any) -> type | None:
-    """The autograd Function subclass when ``obj`` is its bound ``apply``: a Python
-    classmethod (torch 2.13 and before) or the C ``_FunctionBase.apply`` bound to the
-    class (torch 2.14 calls that directly); else None."""
-    if not isinstance(obj, (types.MethodType, types.BuiltinMethodType)):
-        return None
-    owner = getattr(obj, "__self__", None)
-    if (isinstance(owner, type) and issubclass(owner, torch.autograd.Function)
-            and getattr(obj, "__name__", None) == "apply"):
-        return owner
-    return None
-
-
-def _search(root: Any, torch: Any, graph_cls: type) -> tuple[list[type], list[Any]]:
-    """The autograd Function subclasses (reached through their bound ``apply``) and the
-    CompiledFxGraph objects reachable from ``root``."""
-    seen: set[int] = set()
-    stack, functions, graphs = [root], [], []
-    while stack and len(seen) < _SEARCH_LIMIT:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        cls = _function_apply(obj, torch)
-        if cls is not None and cls not in functions:
-            functions.append(cls)
-        if isinstance(obj, graph_cls):
-            graphs.append(obj)
-            continue  # its insides are Inductor's, found from current_callable
-        stack.extend(_children(obj, torch))
-    return functions, graphs
-
-
-def _kernel_names(call: Any) -> list[str]:
-    """Names in the generated module's globals that ``call`` launches kernels through:
-    those assigned from ``async_compile.*(...)`` in the module's source, and the ATen
-    namespaces ``extern_kernels`` and ``aten``."""
-    func = getattr(call, "__func__", call)
-    g = getattr(func, "__globals__", None)
-    if g is None or not g.get("__file__"):
-        raise _Skip("Inductor's compiled callable is not a function of a generated module "
-                    f"with a source file ({type(call).__name__})")
-    with open(g["__file__"], encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    names = []
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                and isinstance(node.value.func, ast.Attribute)
-                and isinstance(node.value.func.value, ast.Name)
-                and node.value.func.value.id == "async_compile"):
-            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
-    return [n for n in [*names, "extern_kernels", "aten"] if n in g]
-
-
 def _replay(calls: list[tuple[Any, tuple[Any, ...], dict[str, Any]]]) -> Callable[[], Any]:
     if len(calls) == 1:
         target, args, kwargs = calls[0]
@@ -355,25 +162,6 @@ def _boxed(fn: Any, inputs: list[Any]) -> Callable[[], Any]:
     return boxed
 
 
-def _name(obj: Any) -> str:
-    obj = getattr(obj, "__func__", obj)
-    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
-
-
-def _guard_check(entry: Any) -> tuple[Callable[[Any], Any], str] | None:
-    manager = getattr(entry, "guard_manager", None)
-    if manager is not None:  # torch 2.3+: C++ guard managers; the C lookup runs root.check
-        root = getattr(manager, "root", None)
-        if root is not None and hasattr(root, "check"):
-            return root.check, "guard_manager.root.check"
-        if hasattr(manager, "check"):
-            return manager.check, "guard_manager.check"
-    check_fn = getattr(entry, "check_fn", None)
-    if callable(check_fn):  # torch 2.1-2.2: a generated Python guard function
-        return check_fn, "check_fn"
-    return None
-
-
 def find_layers(compiled: Callable[..., Any], fn: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Layers:
     """The probes of ``compiled(*args, **kwargs)`` (``compiled = torch.compile(fn)``, warm:
@@ -383,7 +171,7 @@ def find_layers(compiled: Callable[..., Any], fn: Any, args: tuple[Any, ...],
 
     try:
         return _find(torch, compiled, fn, args, kwargs)
-    except _Skip as e:
+    except OtherLayout as e:
         return Layers(reason=str(e))
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         # An object shaped otherwise than this module expects: a layout it does not
@@ -392,58 +180,86 @@ def find_layers(compiled: Callable[..., Any], fn: Any, args: tuple[Any, ...],
                              f"({type(e).__name__}: {e})")
 
 
+@dataclass
+class _Backend:
+    """The backend's compiled function one call ran (a ``__compiled_fn_*`` frame global),
+    its cache entry, the arguments it was handed and AOTAutograd's callable inside it."""
+
+    name: str
+    entry: Any
+    fn: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    aot: Any
+
+
 def _find(torch: Any, compiled: Callable[..., Any], fn: Any, args: tuple[Any, ...],
           kwargs: dict[str, Any]) -> Layers:
-    cache_entries, graph_cls = _torch_parts()
+    cache_entries, graph_cls = torch_parts()
     code = frame_code(fn)
     function, leading = _frame_function(fn)
-    frame_globals = function.__globals__
-    entries = cache_entries(code)
+    backend = _backend(torch, compiled, args, kwargs, code, cache_entries(code),
+                       function.__globals__)
+    functions, graphs = search(backend.aot, torch, graph_cls)
+    if not graphs:
+        raise OtherLayout("no CompiledFxGraph is reachable from the backend's function (not the "
+                          "Inductor backend, or AOTAutograd/Inductor laid out differently)")
+    log = _record_inner(compiled, args, kwargs, functions, graphs)
+    layers = Layers()
+    _outer_probes(layers, compiled, args, kwargs, function, leading, backend)
+    _inner_probes(layers, log)
+    layers.rows = _rows(layers.probes)
+    return layers
+
+
+def _backend(torch: Any, compiled: Callable[..., Any], args: tuple[Any, ...],
+             kwargs: dict[str, Any], code: types.CodeType, entries: list[Any],
+             frame_globals: dict[str, Any]) -> _Backend:
+    """Calls ``compiled`` once with each cache entry's backend function recorded: the one
+    the call ran."""
     if not entries:
-        raise _Skip(f"no Dynamo cache entry on {code.co_name}'s code after a call: the frame "
-                    "was not compiled (skipped by Dynamo, or compiled under another code object)")
+        raise OtherLayout(f"no Dynamo cache entry on {code.co_name}'s code after a call: the "
+                          "frame was not compiled (skipped by Dynamo, or compiled under another "
+                          "code object)")
     backends = {}
     for entry in entries:
         names = [n for n in entry.code.co_names if n.startswith("__compiled_fn")]
         if len(names) != 1 or names[0] not in frame_globals:
-            raise _Skip(f"a cache entry's transformed code names {len(names)} __compiled_fn "
-                        "globals in the frame's globals (expected one: a graph break, or "
-                        "another layout)")
+            raise OtherLayout(f"a cache entry's transformed code names {len(names)} "
+                              "__compiled_fn globals in the frame's globals (expected one: a "
+                              "graph break, or another layout)")
         backends[names[0]] = entry
-
-    log = _Log()
-    with _Patches() as patches:
+    log = Log()
+    with Patches() as patches:
         for name in backends:
-            patches.setitem(frame_globals, name, _untraced(
-                torch, _Recorder(name, frame_globals[name], log)))
+            patches.setitem(frame_globals, name, untraced(
+                torch, Recorder(name, frame_globals[name], log)))
         compiled(*args, **kwargs)
     hit = [name for name in backends if name in log.calls]
     if len(hit) != 1 or len(log.calls[hit[0]]) != 1:
-        raise _Skip(f"a call ran {len(hit)} cache entries' compiled functions (expected one)")
-    backend_name = hit[0]
-    entry = backends[backend_name]
-    backend_fn = frame_globals[backend_name]
-    _, backend_args, backend_kwargs = log.calls[backend_name][0]
+        raise OtherLayout(f"a call ran {len(hit)} cache entries' compiled functions "
+                          "(expected one)")
+    backend_fn = frame_globals[hit[0]]
+    _, backend_args, backend_kwargs = log.calls[hit[0]][0]
     aot = getattr(backend_fn, "_torchdynamo_orig_callable", None)
     if aot is None:
-        raise _Skip("the backend's compiled function has no _torchdynamo_orig_callable "
-                    "(Dynamo's disable wrapper is laid out differently)")
+        raise OtherLayout("the backend's compiled function has no _torchdynamo_orig_callable "
+                          "(Dynamo's disable wrapper is laid out differently)")
+    return _Backend(hit[0], backends[hit[0]], backend_fn, backend_args, backend_kwargs, aot)
 
-    functions, graphs = _search(aot, torch, graph_cls)
-    if not graphs:
-        raise _Skip("no CompiledFxGraph is reachable from the backend's function (not the "
-                    "Inductor backend, or AOTAutograd/Inductor laid out differently)")
 
-    # One real call with every inner boundary recorded.
-    log = _Log()
-    kernel_names = {id(g): _kernel_names(g.current_callable) for g in graphs}
-    with _Patches() as patches:
+def _record_inner(compiled: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                  functions: list[type], graphs: list[Any]) -> Log:
+    """One real call with every boundary inside the backend's function recorded."""
+    log = Log()
+    launchers = {id(g): kernel_names(g.current_callable) for g in graphs}
+    with Patches() as patches:
         for cls in functions:
             forward = vars(cls).get("forward")
             if isinstance(forward, staticmethod):
                 # autograd's apply looks `forward` up on the class at each call; the
                 # arguments it hands forward (after ctx) are apply's own.
-                patches.setattr(cls, "forward", staticmethod(_Recorder(
+                patches.setattr(cls, "forward", staticmethod(Recorder(
                     "autograd_function", forward.__func__, log, owner=cls, drop_first=True)))
         for graph_type in {type(g) for g in graphs}:
             original = graph_type.__call__
@@ -456,26 +272,31 @@ def _find(torch: Any, compiled: Callable[..., Any], fn: Any, args: tuple[Any, ..
         for graph in graphs:
             call = graph.current_callable
             module_globals = getattr(call, "__func__", call).__globals__
-            patches.setattr(graph, "current_callable", _Recorder("module_call", call, log))
-            for name in kernel_names[id(graph)]:
+            patches.setattr(graph, "current_callable", Recorder("module_call", call, log))
+            for name in launchers[id(graph)]:
                 patches.setitem(module_globals, name,
-                                _KernelProxy(module_globals[name], name, log))
+                                KernelProxy(module_globals[name], name, log))
         compiled(*args, **kwargs)
-
     for key in ("inductor", "module_call"):
         if len(log.calls.get(key, ())) != 1:
-            raise _Skip(f"a call went through {len(log.calls.get(key, ()))} {key} boundaries "
-                        "(the split follows one compiled graph per call)")
+            raise OtherLayout(f"a call went through {len(log.calls.get(key, ()))} {key} "
+                              "boundaries (the split follows one compiled graph per call)")
     if len(log.calls.get("autograd_function", ())) > 1:
-        raise _Skip("a call ran more than one autograd Function")
+        raise OtherLayout("a call ran more than one autograd Function")
     if not log.calls.get("kernels"):
-        raise _Skip("the compiled module's call launched no kernel this split recognises "
-                    "(async_compile kernels, extern_kernels, aten)")
+        raise OtherLayout("the compiled module's call launched no kernel this split recognises "
+                          "(async_compile kernels, extern_kernels, aten)")
+    return log
 
-    layers = Layers()
+
+def _outer_probes(layers: Layers, compiled: Callable[..., Any], args: tuple[Any, ...],
+                  kwargs: dict[str, Any], function: Any, leading: tuple[Any, ...],
+                  backend: _Backend) -> None:
+    """The probes down to AOTAutograd: the compiled function, its guards and transformed
+    bytecode (each when it can be reproduced), the backend's function."""
     layers.probes["compiled"] = Probe("compiled", functools.partial(compiled, *args, **kwargs),
                                       "the torch.compile'd function")
-    guard = _guard_check(entry)
+    guard = guard_check(backend.entry)
     f_locals = _frame_locals(function, leading + tuple(args), kwargs)
     if guard is not None and f_locals is not None and guard[0](f_locals):
         layers.probes["guards"] = Probe("guards", functools.partial(guard[0], f_locals),
@@ -483,7 +304,7 @@ def _find(torch: Any, compiled: Callable[..., Any], fn: Any, args: tuple[Any, ..
     else:
         layers.notes.append("guards not timed apart: the cache entry's guard check could not "
                             "be reproduced on the call's arguments")
-    bytecode = _transformed(function, entry.code)
+    bytecode = _transformed(function, backend.entry.code)
     if bytecode is not None:
         layers.probes["bytecode"] = Probe(
             "bytecode", functools.partial(bytecode, *leading, *args, **kwargs),
@@ -492,27 +313,31 @@ def _find(torch: Any, compiled: Callable[..., Any], fn: Any, args: tuple[Any, ..
         layers.notes.append("the transformed bytecode's closure differs from the function's: "
                             "timed with frame evaluation")
     layers.probes["backend"] = Probe(
-        "backend", functools.partial(backend_fn, *backend_args, **backend_kwargs),
-        f"{backend_name} (Dynamo's disable wrapper)")
-    layers.probes["aot"] = Probe("aot", functools.partial(aot, *backend_args, **backend_kwargs),
-                                 _name(aot))
+        "backend", functools.partial(backend.fn, *backend.args, **backend.kwargs),
+        f"{backend.name} (Dynamo's disable wrapper)")
+    layers.probes["aot"] = Probe(
+        "aot", functools.partial(backend.aot, *backend.args, **backend.kwargs),
+        qualified_name(backend.aot))
+
+
+def _inner_probes(layers: Layers, log: Log) -> None:
+    """The probes from the autograd Function down to the kernels, with the arguments the
+    recorded call handed each."""
     if log.calls.get("autograd_function"):
         cls, fargs, fkwargs = log.calls["autograd_function"][0]
         layers.probes["autograd_function"] = Probe(
             "autograd_function", functools.partial(cls.apply, *fargs, **fkwargs),
-            f"{_name(cls)}.apply")
+            f"{qualified_name(cls)}.apply")
     graph, (inputs,), _ = log.calls["inductor"][0]
     layers.probes["inductor"] = Probe("inductor", _boxed(graph, inputs),
                                       f"{type(graph).__name__}.__call__")
     call_target, (call_inputs,), _ = log.calls["module_call"][0]
     layers.probes["module_call"] = Probe("module_call", _boxed(call_target, call_inputs),
-                                         f"generated module's {_name(call_target)}")
+                                         f"generated module's {qualified_name(call_target)}")
     kernel_calls = [(t[0], a, k) for t, a, k in log.calls["kernels"]]
     layers.kernels = [t[1] for t, _, _ in log.calls["kernels"]]
     layers.probes["kernels"] = Probe("kernels", _replay(kernel_calls),
                                      ", ".join(layers.kernels))
-    layers.rows = _rows(layers.probes)
-    return layers
 
 
 def _frame_locals(function: types.FunctionType, args: tuple[Any, ...],

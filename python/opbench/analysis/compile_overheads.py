@@ -21,7 +21,8 @@ that thread asks next: which layer of the compiled call costs what.
   arguments they get in a real call, in short blocks (2 ms) taking turns,
   spread over the cell's rounds, each keeping its least block (disturbance
   only adds time; the least of many short blocks is the undisturbed cost).
-  A layer's cost is its callable's time minus the next one's. Printed as
+  A layer's cost is its callable's time minus the next one's
+  (``opbench.analysis.compile_split``). Printed as
   microseconds per call, share of the compiled call and share of the
   overhead over eager.
 * **Cross-checks.** The layers telescope to the split's own figure for the whole
@@ -39,8 +40,8 @@ skipped with the reason, never guessed (``LayerSplit.reason``).
 
 Example (compiles three times: tens of seconds on a small machine)::
 
-    import opbench.compile, torch
-    result = opbench.compile.overheads(lambda x: x + 1, torch.randn(10))
+    import opbench.analysis.compile, torch
+    result = opbench.analysis.compile.overheads(lambda x: x + 1, torch.randn(10))
     print(result)                       # the table, first calls, the split
     opbench.Compare(list(result)).print()
 """
@@ -48,16 +49,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opbench._checks import check_count, check_positive
 from opbench._text import text_table
 from opbench._threads import set_torch_threads
-from opbench.analysis.compile_layers import Layers, find_layers, frame_code
+from opbench.analysis.compile_layers import find_layers, frame_code
 from opbench.analysis.compile_settings import COLUMNS, cache_entries, call_args, reset_cache, setting
+from opbench.analysis.compile_split import LayerSplit, SplitRow, SplitTimer, python_timer
 from opbench.core.first_call import measure_first_call
 from opbench.core.measurement import Measurement
 from opbench.errors import RecompileError
@@ -65,119 +66,6 @@ from opbench.errors import RecompileError
 __all__ = ["COLUMNS", "CompileOverheads", "LayerSplit", "SplitRow", "overheads"]
 
 ROWS = ("eager", "compiled")
-
-# The cross-checks: the layers' sum against the cell's own figure; the order of the
-# layers by instructions against their order by time (Spearman's rho).
-SUM_TOLERANCE = 0.10
-RANK_AGREEMENT = 0.8
-
-
-@dataclass
-class SplitRow:
-    """One layer's part of a compiled call: seconds per call (negative when noise
-    exceeds the layer), and instructions per call where counted."""
-
-    layer: str
-    part: str
-    seconds: float
-    instructions: float | None = None
-
-
-@dataclass
-class LayerSplit:
-    """The split of one compiled cell, or the ``reason`` it was skipped.
-
-    Attributes:
-        column: the cell's setting.
-        rows: the layers' parts, outermost first.
-        total: the split's own figure for the whole compiled call (the layers sum to it).
-        cell: the cell's figure from the table (measured apart).
-        eager: the eager cell's figure in the same column (None if not measured).
-        probes: seconds per call of each boundary's callable (``compile_layers.BOUNDARIES``).
-        notes: what could not be told apart on this torch.
-        profile: the cProfile view (``profile=True``).
-    """
-
-    column: str
-    rows: list[SplitRow] = field(default_factory=list)
-    total: float = math.nan
-    cell: float = math.nan
-    eager: float | None = None
-    probes: dict[str, float] = field(default_factory=dict)
-    reason: str | None = None
-    notes: list[str] = field(default_factory=list)
-    kernels: list[str] = field(default_factory=list)
-    profile: Any = None
-    boundaries: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
-
-    @property
-    def sum_ratio(self) -> float:
-        """The layers' sum over the cell's figure (1.0: they agree)."""
-        return sum(r.seconds for r in self.rows) / self.cell
-
-    @property
-    def sum_agrees(self) -> bool:
-        """Whether the layers sum to the cell's figure within ``SUM_TOLERANCE``."""
-        return abs(self.sum_ratio - 1) <= SUM_TOLERANCE
-
-    @property
-    def rank_correlation(self) -> float | None:
-        """Spearman's rho between the layers' times and instruction counts (None when
-        not every layer was counted)."""
-        if len(self.rows) < 2 or any(r.instructions is None for r in self.rows):
-            return None
-        return _spearman([r.seconds for r in self.rows],
-                         [float(r.instructions) for r in self.rows])  # type: ignore[arg-type]
-
-    @property
-    def ranks_agree(self) -> bool | None:
-        """Whether instruction counts order the layers as their times do."""
-        rho = self.rank_correlation
-        return None if rho is None else rho >= RANK_AGREEMENT
-
-    def table(self) -> str:
-        """The split as text: µs per call per layer, share of the call and of the
-        overhead over eager, then the cross-checks."""
-        title = f"Split of the compiled call, {self.column}"
-        if self.reason is not None:
-            return f"{title}: skipped: {self.reason}"
-        overhead = self.cell - self.eager if self.eager is not None else None
-        headers = ["layer", "part", "us/call", "% of call", "% of overhead over eager"]
-        counted = any(r.instructions is not None for r in self.rows)
-        if counted:
-            headers.append("instructions/call")
-        body = []
-        for r in self.rows:
-            kernel = r.layer == "Kernels"
-            line = [r.layer, r.part + (f" ({', '.join(self.kernels)})" if kernel else ""),
-                    f"{r.seconds * 1e6:.2f}", f"{100 * r.seconds / self.total:.1f}",
-                    "-" if kernel or not overhead else f"{100 * r.seconds / overhead:.1f}"]
-            if counted:
-                line.append("-" if r.instructions is None else f"{r.instructions:,.0f}")
-            body.append(line)
-        total = sum(r.seconds for r in self.rows)
-        heading = f" ({self.cell * 1e6:.2f} us per call)"
-        if self.eager is not None and overhead is not None:
-            heading = (f" ({self.cell * 1e6:.2f} us per call; eager {self.eager * 1e6:.2f} us, "
-                       f"overhead {overhead * 1e6:.2f} us)")
-        lines = [title + heading,
-                 text_table(headers, body, [False, False] + [True] * (len(headers) - 2),
-                            github=False),
-                 f"cross-check: layers sum to {total * 1e6:.2f} us = {self.sum_ratio:.3f} x the "
-                 f"cell's figure ({'within' if self.sum_agrees else 'NOT within'} "
-                 f"{SUM_TOLERANCE:.0%})"]
-        negative = [r.part for r in self.rows if r.seconds < 0]
-        if negative:
-            lines.append("noise exceeds these layers (negative): " + ", ".join(negative))
-        if self.rank_correlation is not None:
-            lines.append(f"cross-check: instructions rank the layers with Spearman's rho "
-                         f"{self.rank_correlation:.2f} against their times "
-                         f"({'agrees' if self.ranks_agree else 'does NOT agree'}: "
-                         f">= {RANK_AGREEMENT})")
-        lines += [f"note: {n}" for n in self.notes]
-        if self.profile is not None:
-            lines += ["", str(self.profile)]
-        return "\n".join(lines)
 
 
 class CompileOverheads:
@@ -253,28 +141,6 @@ def _instructions_text(value: Any) -> str:
     return f"{value:,.0f}" if isinstance(value, (int, float)) else f"n/a ({value})"
 
 
-def _spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties)."""
-    def ranks(values: Sequence[float]) -> list[float]:
-        order = sorted(range(len(values)), key=lambda i: values[i])
-        out = [0.0] * len(values)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                out[order[k]] = (i + j) / 2
-            i = j + 1
-        return out
-
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    var = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
-    return cov / var if var else 1.0
-
-
 def _add_instructions(counts: dict[str, dict[str, float]] | str,
                       measurements: list[Measurement], splits: dict[str, LayerSplit]) -> None:
     """Puts the child's counts on the cells and splits (or the reason on every cell)."""
@@ -322,48 +188,6 @@ def _no_recompiles(torch: Any, where: str) -> Iterator[None]:
                     "and the globals the function reads the same for every call (or mark "
                     "dimensions dynamic).") from e
             raise
-
-
-def _python_timer(call: Callable[[], Any], **labels: Any) -> Any:
-    """A Timer that calls ``call`` from a Python loop, as user code (and ``timeit``) calls
-    a compiled function, rather than from opbench's native loop for C callables."""
-    from opbench.timer import Timer
-
-    return Timer("_call()", globals={"_call": call}, **labels)
-
-
-class _SplitTimer:
-    """Times each probe of ``layers`` in blocks of about ``block_time`` seconds, the probes
-    taking turns block by block (load on the machine falls on all of them alike), each
-    keeping its least block. ``blocks(n)`` is called once per round of the cell, so the
-    blocks spread over the cell's whole measurement: a disturbance while one round ran
-    cannot hold every block of a probe."""
-
-    def __init__(self, layers: Layers, block_time: float) -> None:
-        self._layers = layers
-        self._timers = {key: _python_timer(probe.call) for key, probe in layers.probes.items()}
-        self._numbers = {}
-        for key, timer in self._timers.items():
-            timer.run(3)  # warm-up
-            estimate = timer.run(10) / 10
-            self._numbers[key] = max(1, round(block_time / max(estimate, 1e-9)))
-        self.best = dict.fromkeys(self._timers, math.inf)
-
-    def blocks(self, n: int) -> None:
-        for _ in range(n):
-            for key, timer in self._timers.items():
-                number = self._numbers[key]
-                self.best[key] = min(self.best[key], timer.run(number) / number)
-
-    def result(self, column: str) -> LayerSplit:
-        best, layers = self.best, self._layers
-        split = LayerSplit(column, notes=list(layers.notes), kernels=list(layers.kernels))
-        split.probes = dict(best)
-        split.total = best["compiled"]
-        split.rows = [SplitRow(r.layer, r.part, best[r.plus] - sum(best[k] for k in r.minus))
-                      for r in layers.rows]
-        split.boundaries = [(r.plus, r.minus) for r in layers.rows]
-        return split
 
 
 def overheads(
@@ -435,74 +259,116 @@ def overheads(
     for name, value in (("target", target), ("min_run_time", min_run_time),
                         ("max_run_time", max_run_time), ("split_block_time", split_block_time)):
         check_positive(name, value)
-    torch = import_torch("opbench.compile.overheads measures torch.compile")
-    from opbench.core.stopping import converge
-    from opbench.timer import callable_name
+    torch = import_torch("opbench.analysis.compile.overheads measures torch.compile")
+    from opbench.core.identity import callable_name
 
     code = frame_code(fn)
-    label = label or callable_name(fn)
+    study = _Study(fn, args, kwargs, code, label or callable_name(fn), backend, mode, target,
+                   min_run_time, max_run_time, rounds, split, split_blocks, split_block_time,
+                   profile, num_threads, independent)
     measurements: list[Measurement] = []
     splits: dict[str, LayerSplit] = {}
     independent_s: dict[tuple[str, str], float] = {}
     for column in dict.fromkeys(columns):
         eager_s: float | None = None
         for row in ROWS:
-            with set_torch_threads(num_threads), setting(torch, column):
-                cell_args = call_args(torch, args, column)
-                cell_kwargs = dict(zip(kwargs, call_args(torch, list(kwargs.values()), column)))
-                target_fn = fn
-                if row == "compiled":
-                    reset_cache(torch, code)
-                    target_fn = torch.compile(fn, backend=backend, mode=mode)
-                call = functools.partial(target_fn, *cell_args, **cell_kwargs)
-                timer = _python_timer(call, label=label, sub_label=row, description=column,
-                                      num_threads=num_threads)
-                first = measure_first_call(timer)
-                compiled_entries = cache_entries(code) if row == "compiled" else None
-                call()  # a second call: a guard that fails only now recompiles here
-                recompiles = (None if compiled_entries is None
-                              else (cache_entries(code) or 0) - compiled_entries)
-                where = f"{label!r}, {row}, {column}"
-                with _no_recompiles(torch, where) if row == "compiled" else \
-                        contextlib.nullcontext():
-                    layers = find_layers(target_fn, fn, tuple(cell_args), cell_kwargs) \
-                        if row == "compiled" and split else None
-                    splitter = _SplitTimer(layers, split_block_time) if layers else None
-                    runs, others = [], []
-                    for r in range(rounds):
-                        runs.append(converge(timer, target, min_run_time=min_run_time,
-                                             max_run_time=max_run_time))
-                        if independent is not None:
-                            others.append(independent(call))
-                        if splitter is not None:  # the split's blocks, a share each round
-                            splitter.blocks(split_blocks // rounds + (r < split_blocks % rounds))
-                    m = min(runs, key=lambda r: r.median)
-                    if compiled_entries is not None and \
-                            cache_entries(code) != compiled_entries + (recompiles or 0):
-                        raise RecompileError(f"torch.compile compiled again while timing "
-                                             f"{where} (the cache entries changed)")
-                    cell_split = None
-                    if layers is not None:
-                        cell_split = (splitter.result(column) if splitter is not None
-                                      else LayerSplit(column, reason=layers.reason))
-                        if profile:
-                            cell_split.profile = timer.profile()
-                m.info["first_call_s"] = first
-                m.info["rounds"] = len(runs)
-                if recompiles is not None:
-                    m.info["recompiles"] = recompiles
-                    m.info["backend"] = backend
-                if others:
-                    independent_s[(row, column)] = min(others)
-                measurements.append(m)
-                if row == "eager":
-                    eager_s = m.median
-                elif cell_split is not None:
-                    cell_split.cell, cell_split.eager = m.median, eager_s
-                    splits[column] = cell_split
+            m, cell_split, other = study.cell(torch, row, column)
+            if other is not None:
+                independent_s[(row, column)] = other
+            measurements.append(m)
+            if row == "eager":
+                eager_s = m.median
+            elif cell_split is not None:
+                cell_split.cell, cell_split.eager = m.median, eager_s
+                splits[column] = cell_split
     if instructions:
         from opbench.analysis.compile_instructions import count
 
         _add_instructions(count(fn, args, kwargs, list(dict.fromkeys(columns)), backend, mode,
                                 num_threads), measurements, splits)
-    return CompileOverheads(label, measurements, splits, independent_s)
+    return CompileOverheads(study.label, measurements, splits, independent_s)
+
+
+@dataclass
+class _Study:
+    """``overheads``'s arguments, and how one cell of its table is measured."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    code: Any
+    label: str
+    backend: str
+    mode: str | None
+    target: float
+    min_run_time: float
+    max_run_time: float
+    rounds: int
+    split: bool
+    split_blocks: int
+    split_block_time: float
+    profile: bool
+    num_threads: int
+    independent: Callable[[Callable[[], Any]], float] | None
+
+    def cell(self, torch: Any, row: str, column: str
+             ) -> tuple[Measurement, LayerSplit | None, float | None]:
+        """The Measurement of ``row`` in ``column``, the compiled cell's split (None for
+        eager, or without ``split``) and the independent timer's least figure (or None)."""
+        compiled = row == "compiled"
+        with set_torch_threads(self.num_threads), setting(torch, column):
+            cell_args = call_args(torch, self.args, column)
+            cell_kwargs = dict(zip(self.kwargs, call_args(torch, list(self.kwargs.values()),
+                                                          column)))
+            target_fn = self.fn
+            if compiled:
+                reset_cache(torch, self.code)
+                target_fn = torch.compile(self.fn, backend=self.backend, mode=self.mode)
+            call = functools.partial(target_fn, *cell_args, **cell_kwargs)
+            timer = python_timer(call, label=self.label, sub_label=row, description=column,
+                                 num_threads=self.num_threads)
+            first = measure_first_call(timer)
+            compiled_entries = cache_entries(self.code) if compiled else None
+            call()  # a second call: a guard that fails only now recompiles here
+            recompiles = (None if compiled_entries is None
+                          else (cache_entries(self.code) or 0) - compiled_entries)
+            where = f"{self.label!r}, {row}, {column}"
+            with _no_recompiles(torch, where) if compiled else contextlib.nullcontext():
+                layers = find_layers(target_fn, self.fn, tuple(cell_args), cell_kwargs) \
+                    if compiled and self.split else None
+                splitter = SplitTimer(layers, self.split_block_time) if layers else None
+                runs, others = self._rounds(timer, call, splitter)
+                m = min(runs, key=lambda r: r.median)
+                if compiled_entries is not None and \
+                        cache_entries(self.code) != compiled_entries + (recompiles or 0):
+                    raise RecompileError(f"torch.compile compiled again while timing "
+                                         f"{where} (the cache entries changed)")
+                cell_split = None
+                if layers is not None:
+                    cell_split = (splitter.result(column) if splitter is not None
+                                  else LayerSplit(column, reason=layers.reason))
+                    if self.profile:
+                        cell_split.profile = timer.profile()
+            m.info["first_call_s"] = first
+            m.info["rounds"] = len(runs)
+            if recompiles is not None:
+                m.info["recompiles"] = recompiles
+                m.info["backend"] = self.backend
+        return m, cell_split, min(others) if others else None
+
+    def _rounds(self, timer: Any, call: Callable[[], Any], splitter: SplitTimer | None
+                ) -> tuple[list[Measurement], list[float]]:
+        """The cell's rounds: opbench's stopping rule, the independent timer and a share of
+        the split's blocks, taking turns."""
+        from opbench.core.stopping import converge
+
+        runs, others = [], []
+        for r in range(self.rounds):
+            runs.append(converge(timer, self.target, min_run_time=self.min_run_time,
+                                 max_run_time=self.max_run_time))
+            if self.independent is not None:
+                others.append(self.independent(call))
+            if splitter is not None:  # the split's blocks, a share each round
+                splitter.blocks(self.split_blocks // self.rounds
+                                + (r < self.split_blocks % self.rounds))
+        return runs, others

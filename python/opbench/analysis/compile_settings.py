@@ -1,7 +1,7 @@
 """The settings a compiled function is measured in, and the Dynamo cache it starts from.
 
 The thread opbench was created from measured ``x + 1`` three ways, and so does
-``opbench.compile.overheads``: ``requires_grad=False``, ``requires_grad=True``
+``opbench.analysis.compile.overheads``: ``requires_grad=False``, ``requires_grad=True``
 (floating-point tensor arguments require grad; AOTAutograd then runs its
 autograd Function) and ``inference_mode`` (entered once around the whole
 measurement, as a serving loop would; the arguments made inside it, as the

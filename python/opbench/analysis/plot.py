@@ -14,8 +14,8 @@ runs, not the uncertainty of the median, so with many runs it is wider than
 a confidence interval would be: read it as "how noisy", not "how sure".
 
 matplotlib is optional (``pip install matplotlib``, or the ``plot`` extra) and
-imported only when plotting. Figures are drawn with the Agg canvas directly,
-so the process's pyplot backend is never changed.
+imported only when plotting (``opbench._figures``). The roofline plot is
+``opbench.core.roofline``'s.
 
 Example (needs matplotlib)::
 
@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from opbench._files import PathLike, atomic_write
+from opbench import _figures
+from opbench._files import PathLike
 from opbench.analysis import table as table_model
 from opbench.core.measurement import Measurement
 from opbench.stats import numerics as _numerics
@@ -38,30 +39,6 @@ from opbench.stats import numerics as _numerics
 __all__ = ["iqr_interval", "plot_bars", "plot_speedup"]
 
 _BY_FIELDS = ("description", "env")
-
-
-def _matplotlib() -> tuple[Any, Any]:
-    """The Figure class and the Agg canvas, or an error saying what to install."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as e:
-        raise ImportError(
-            "opbench's plots need matplotlib, which is not installed: "
-            "pip install matplotlib (or pip install 'opbench[plot]')"
-        ) from e
-    return Figure, FigureCanvasAgg
-
-
-def _measurements(results: Any) -> list[Measurement]:
-    # A Compare has `.results`; anything else is an iterable of Measurements.
-    items = list(getattr(results, "results", results))
-    for i, m in enumerate(items):
-        if not isinstance(m, Measurement):
-            raise TypeError(f"results[{i}] is a {type(m).__name__}, not a Measurement")
-    if not items:
-        raise ValueError("nothing to plot: no Measurements given")
-    return Measurement.merge(items)
 
 
 def iqr_interval(m: Measurement) -> tuple[float, float]:
@@ -81,16 +58,6 @@ def _key_text(key: tuple[Any, ...], fields: list[int], names: tuple[str, ...]) -
         value = key[i]
         parts.append(f"{value} threads" if names[i] == "threads" else str(value))
     return "\n".join(parts)
-
-
-def _save(fig: Any, canvas_cls: Any, path: PathLike) -> Path:
-    canvas = canvas_cls(fig)
-    fmt = Path(path).suffix.lstrip(".").lower()
-    supported = canvas.get_supported_filetypes()
-    if fmt not in supported:
-        raise ValueError(f"cannot tell the image format from {str(path)!r}: end the name in .png "
-                         f"or .svg (or one of {sorted(supported)})")
-    return atomic_write(path, lambda f: fig.savefig(f, format=fmt, bbox_inches="tight"))
 
 
 def plot_bars(
@@ -114,9 +81,9 @@ def plot_bars(
     Returns:
         ``path``, as a Path.
     """
-    Figure, canvas_cls = _matplotlib()
+    Figure, canvas_cls = _figures.matplotlib()
     interval = interval or iqr_interval
-    tables = table_model.build(_measurements(results))
+    tables = table_model.build(_figures.measurements(results))
     most_bars = max(len(t.results) for t in tables)
     fig = Figure(figsize=(min(max(6.0, 2.0 + 0.35 * most_bars), 16.0), 3.6 * len(tables)),
                  layout="constrained")
@@ -150,7 +117,7 @@ def plot_bars(
             ax.legend(fontsize="small")
     if title:
         fig.suptitle(title)
-    return _save(fig, canvas_cls, path)
+    return _figures.save(fig, canvas_cls, path)
 
 
 def plot_speedup(
@@ -175,10 +142,10 @@ def plot_speedup(
     """
     if by not in _BY_FIELDS:
         raise ValueError(f"by must be one of {_BY_FIELDS}, got {by!r}")
-    Figure, canvas_cls = _matplotlib()
+    Figure, canvas_cls = _figures.matplotlib()
     from matplotlib.colors import TwoSlopeNorm
 
-    measurements = _measurements(results)
+    measurements = _figures.measurements(results)
     values = list(dict.fromkeys(getattr(m, by) for m in measurements))
     if baseline not in values:
         raise ValueError(f"no result has {by}={baseline!r}; the {by}s are {values}")
@@ -225,4 +192,4 @@ def plot_speedup(
     ax.set_xticklabels([_key_text(c, col_fields, ("env", "description")) for c in cols])
     fig.colorbar(image, ax=ax, label=f"speed-up vs {baseline} (higher is faster)")
     ax.set_title(title if title is not None else f"speed-up vs {by} {baseline!r}")
-    return _save(fig, canvas_cls, path)
+    return _figures.save(fig, canvas_cls, path)

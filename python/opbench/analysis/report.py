@@ -41,6 +41,7 @@ from typing import Any
 from opbench import _redact
 from opbench._files import atomic_write_text
 from opbench._ownership import shared_writers
+from opbench.core.formatting import format_value
 from opbench.core.measurement import select_unit
 from opbench.errors import UnsafeFolderWarning, warn
 from opbench.store import baselines
@@ -208,7 +209,7 @@ def write(out_dir: str | os.PathLike[str], root: str | os.PathLike[str] | None =
                               f'</div>')
                 if kind == _history.TIME or not cells or cells[-1][0] != h.machine:
                     latest = [c for c in detection.changes if c.exceeds_noise][-1:]
-                    cells.append((h.machine, _history.format_value(series.points[-1].value, kind),
+                    cells.append((h.machine, format_value(series.points[-1].value, kind),
                                   _sparkline([p.value for p in series.points]),
                                   _change_text(series, latest[0]) if latest else ""))
             if charts:

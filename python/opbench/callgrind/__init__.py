@@ -4,7 +4,8 @@
 its per-function counts are :class:`FunctionCounts`. Globals crossing into the
 callgrind child process must be wrapped in :class:`CopyIfCallgrind`.
 
-Floor: callgrind (may import from native, base, stats, engines, core and its own floor).
+Floor: callgrind; what it may import is the ``floors`` contract in pyproject.toml
+(``[tool.importlinter]``, checked by ``lint-imports``).
 
 Example:
     >>> from opbench.callgrind import FunctionCount, FunctionCounts

@@ -1,7 +1,7 @@
 """What crosses into the callgrind worker: one Job per statement, built in the caller.
 
 A Job is plain data (strings, numbers, file names), pickled to the worker
-(``_serve.py``), which runs under valgrind. Globals are written to files here,
+(``_worker_process.py``), which runs under valgrind. Globals are written to files here,
 in the caller, so a global that does not serialize is refused before any
 worker starts, naming the global.
 """

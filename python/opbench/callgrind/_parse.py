@@ -75,101 +75,119 @@ def parse_callgrind_out(lines: Iterable[str], event: str = "Ir") -> ParsedProfil
     >>> p.exclusive, p.inclusive, p.total
     ({'a.c:f': 10, 'a.c:g': 7}, {'a.c:f': 17, 'a.c:g': 7}, 17)
     """
-    names = _Names()
-    n_positions = 1
-    event_index: int | None = None
-    exclusive: dict[str, int] = collections.defaultdict(int)
-    # Inclusive of functions as callers (self + calls they make) ...
-    self_and_calls: dict[str, int] = collections.defaultdict(int)
-    # ... and as callees (sum of the inclusive costs of calls into them), which wins.
-    called: dict[str, int] = collections.defaultdict(int)
-    obj_of: dict[str, str] = {}
-    summary = totals = None
-
-    obj = file = fn = ""
-    name: str | None = None
-    cfile: str | None = None
-    callee: str | None = None
-    pending_call = False
-
+    reader = _Reader(event)
     for raw in lines:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         head = line[0]
         if head.isdigit() or head in "+-*" or line.startswith("0x"):
-            if event_index is None:
-                raise ValueError("callgrind output has cost lines before its 'events:' line")
-            fields = line.split()
-            idx = n_positions + event_index
-            cost = int(fields[idx]) if idx < len(fields) else 0
-            if name is None:
-                raise ValueError("callgrind output has a cost line before any 'fn='")
-            if pending_call:
-                pending_call = False
-                assert callee is not None
-                called[callee] += cost
-                self_and_calls[name] += cost
-            else:
-                exclusive[name] += cost
-                self_and_calls[name] += cost
+            reader.cost(line)
             continue
-
         key, eq, value = line.partition("=")
         if eq and key in _NAME_SPACE:
-            value = names.expand(key, value)
-            if key == "fn":
-                fn = value
-                name = f"{file}:{fn}"
-                obj_of[name] = obj
-            elif key == "fl":
-                file = value
-            elif key in ("fi", "fe"):
-                if name is None:
-                    raise ValueError(f"callgrind output has '{key}=' before any 'fn='")
-                file = value
-                name = f"{file}:{fn}"
-            elif key == "ob":
-                obj = value
-            elif key in ("cfi", "cfl"):
-                cfile = value
-            elif key == "cfn":
-                callee = f"{cfile if cfile is not None else file}:{value}"
-                cfile = None
-            # cob/jfi/jfn only define names (expand() recorded them).
-            continue
-        if eq and key == "calls":
-            pending_call = True
-            continue
-        if eq and key in ("jump", "jcnd"):
-            continue
+            reader.name(key, value)
+        elif eq and key == "calls":
+            reader.pending_call = True
+        elif not (eq and key in ("jump", "jcnd")):
+            reader.header(line)
+    return reader.profile()
 
+
+class _Reader:
+    """The state of one pass over a callgrind output file: the current object, file and
+    function, the call whose cost line comes next, and the counts so far."""
+
+    def __init__(self, event: str) -> None:
+        self.event = event
+        self.names = _Names()
+        self.n_positions = 1
+        self.event_index: int | None = None
+        self.exclusive: dict[str, int] = collections.defaultdict(int)
+        # Inclusive of functions as callers (self + calls they make) ...
+        self.self_and_calls: dict[str, int] = collections.defaultdict(int)
+        # ... and as callees (sum of the inclusive costs of calls into them), which wins.
+        self.called: dict[str, int] = collections.defaultdict(int)
+        self.obj_of: dict[str, str] = {}
+        self.summary: int | None = None
+        self.totals: int | None = None
+        self.obj = self.file = self.fn = ""
+        self.current: str | None = None
+        self.cfile: str | None = None
+        self.callee: str | None = None
+        self.pending_call = False
+
+    def cost(self, line: str) -> None:
+        """A cost line: the current function's own cost, or the inclusive cost of the call
+        that ``calls=`` announced."""
+        if self.event_index is None:
+            raise ValueError("callgrind output has cost lines before its 'events:' line")
+        fields = line.split()
+        idx = self.n_positions + self.event_index
+        cost = int(fields[idx]) if idx < len(fields) else 0
+        if self.current is None:
+            raise ValueError("callgrind output has a cost line before any 'fn='")
+        if self.pending_call:
+            self.pending_call = False
+            assert self.callee is not None
+            self.called[self.callee] += cost
+        else:
+            self.exclusive[self.current] += cost
+        self.self_and_calls[self.current] += cost
+
+    def name(self, key: str, value: str) -> None:
+        """A ``key=`` line naming an object, file or function (compressed or not)."""
+        value = self.names.expand(key, value)
+        if key == "fn":
+            self.fn = value
+            self.current = f"{self.file}:{self.fn}"
+            self.obj_of[self.current] = self.obj
+        elif key == "fl":
+            self.file = value
+        elif key in ("fi", "fe"):
+            if self.current is None:
+                raise ValueError(f"callgrind output has '{key}=' before any 'fn='")
+            self.file = value
+            self.current = f"{self.file}:{self.fn}"
+        elif key == "ob":
+            self.obj = value
+        elif key in ("cfi", "cfl"):
+            self.cfile = value
+        elif key == "cfn":
+            self.callee = f"{self.cfile if self.cfile is not None else self.file}:{value}"
+            self.cfile = None
+        # cob/jfi/jfn only define names (expand() recorded them).
+
+    def header(self, line: str) -> None:
+        """A ``key: value`` line: positions, events, summary, totals (others carry no costs:
+        version, creator, pid, cmd, part, desc, event)."""
         key, colon, value = line.partition(":")
         if not colon:
             raise ValueError(f"malformed callgrind output line: {line!r}")
         key, value = key.strip(), value.strip()
         if key == "positions":
-            n_positions = len(value.split())
+            self.n_positions = len(value.split())
         elif key == "events":
             events = value.split()
-            if event not in events:
-                raise ValueError(f"callgrind output has no {event!r} event (events: {value})")
-            event_index = events.index(event)
+            if self.event not in events:
+                raise ValueError(f"callgrind output has no {self.event!r} event (events: {value})")
+            self.event_index = events.index(self.event)
         elif key in ("summary", "totals"):
             fields = value.split()
-            has = event_index is not None and event_index < len(fields)
-            amount = int(fields[event_index]) if has else 0  # type: ignore[index]
+            has = self.event_index is not None and self.event_index < len(fields)
+            amount = int(fields[self.event_index]) if has else 0  # type: ignore[index]
             if key == "summary":
-                summary = amount
+                self.summary = amount
             else:
-                totals = amount
-        # Other header lines (version, creator, pid, cmd, part, desc, event) carry no costs.
+                self.totals = amount
 
-    inclusive = dict(self_and_calls)
-    inclusive.update(called)
-    total = summary or totals or sum(exclusive.values())
+    def profile(self) -> ParsedProfile:
+        inclusive = dict(self.self_and_calls)
+        inclusive.update(self.called)
+        total = self.summary or self.totals or sum(self.exclusive.values())
 
-    def labelled(counts: dict[str, int]) -> dict[str, int]:
-        return {(f"{n} [{obj_of[n]}]" if obj_of.get(n) else n): c for n, c in counts.items()}
+        def labelled(counts: dict[str, int]) -> dict[str, int]:
+            return {(f"{n} [{self.obj_of[n]}]" if self.obj_of.get(n) else n): c
+                    for n, c in counts.items()}
 
-    return ParsedProfile(labelled(exclusive), labelled(inclusive), total)
+        return ParsedProfile(labelled(self.exclusive), labelled(inclusive), total)

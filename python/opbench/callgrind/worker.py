@@ -3,8 +3,8 @@
 Starting valgrind, starting Python under it and importing torch is most of a
 collection's cost (about 10 s of the 13 s of ``x + 1`` on a tensor), and it
 is the same for every statement. A :class:`Worker` pays it once: it starts
-``_serve.main`` under valgrind, a fork server that runs each Job it is sent
-in a child of its own (see ``_serve``). Each job's loops end in callgrind
+``_worker_process.main`` under valgrind, a fork server that runs each Job it is sent
+in a child of its own (see ``_worker_process``). Each job's loops end in callgrind
 dumps, which ``Worker.run`` returns as file names. Sweeps
 (``collect_callgrind_all``) share one worker per process (:func:`shared`),
 replaced when it died or when the caller's environment or import path
@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any, Callable
 
-from opbench.callgrind import _serve
+from opbench.callgrind import _worker_process
 from opbench.callgrind._child import Job
 from opbench.errors import CallgrindError
 
@@ -162,7 +162,7 @@ def _remove(*paths: str) -> None:
 
 
 class Worker:
-    """One valgrind process running ``_serve.main``; serves Jobs one at a time.
+    """One valgrind process running ``_worker_process.main``; serves Jobs one at a time.
 
     Example (needs valgrind; a statement with two repeats: two dump files)::
 
@@ -194,14 +194,14 @@ class Worker:
         return os.path.join(self.dir, name.replace("%p", str(pid)))
 
     def _start(self) -> None:
-        with open(os.path.join(self.dir, _serve.PRELOAD_FILE), "w") as f:
+        with open(os.path.join(self.dir, _worker_process.PRELOAD_FILE), "w") as f:
             f.write("\n".join(self._preload))
         req_r, self._req = os.pipe()
         self._rep, rep_w = os.pipe()
         cmd = ["valgrind", *VALGRIND_FLAGS,
                f"--callgrind-out-file={self._path('callgrind.out.%p', '%p')}",
                f"--log-file={self._path('valgrind.%p.log', '%p')}", sys.executable, "-c",
-               "from opbench.callgrind._serve import main; main()",
+               "from opbench.callgrind._worker_process import main; main()",
                str(req_r), str(rep_w), self.dir]
         try:
             with open(self._path("worker.log", ""), "wb") as log:
@@ -243,7 +243,7 @@ class Worker:
         while True:
             ready, _, _ = select.select([self._rep], [], [], _POLL_S)
             if ready:
-                message = _serve.recv(self._rep)
+                message = _worker_process.recv(self._rep)
                 if message is None:
                     raise self._died()
                 return message
@@ -260,7 +260,7 @@ class Worker:
         if not self.alive:
             raise self._died()
         assert self._req is not None
-        with open(os.path.join(self.dir, _serve.JOB_FILE), "wb") as f:
+        with open(os.path.join(self.dir, _worker_process.JOB_FILE), "wb") as f:
             pickle.dump(job, f, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             os.write(self._req, b"J")

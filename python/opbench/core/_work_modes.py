@@ -1,7 +1,7 @@
-"""The torch side of ``opbench.work``: the dispatch modes that count a statement's work.
+"""The torch side of ``opbench.core.work``: the dispatch modes that count a statement's work.
 
-Imported only when work is counted, so ``opbench.work`` (and Timer) load
-without torch. See ``opbench.work`` for what is counted and how.
+Imported only when work is counted, so ``opbench.core.work`` (and Timer) load
+without torch. See ``opbench.core.work`` for what is counted and how.
 """
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ class _Traffic(TorchDispatchMode):
 
 
 def run_counted(fn: Callable[[], Any]) -> dict[str, Any]:
-    """``opbench.work.count``: ``fn`` run once under the FLOP counter and _Traffic; the
+    """``opbench.core.work.count``: ``fn`` run once under the FLOP counter and _Traffic; the
     fields of its ``Work`` (only ``reason`` when nothing could be counted)."""
     traffic = _Traffic()
     flop_counter = FlopCounterMode(display=False, custom_mapping=_FORMULAS)

@@ -6,7 +6,14 @@ collection; a gate needs one number per benchmark, repeatable on the noisiest
 machine. ``InstructionCounts`` keeps the totals of each repeat (noise symbols
 removed for Python statements, see ``FunctionCounts.denoise``) and the
 empty-statement baseline, and gives ``per_run``: instructions the statement
-itself adds per run, ``(median(counts) - baseline) / number_per_run``.
+itself adds per run, ``(min(counts) - baseline) / number_per_run``.
+
+Why the fewest, not the median: code that allocates leaves the heap a little
+different after each counted loop, and later repeats can settle in another
+state of glibc's free lists, which state following the process's history (its
+working directory, its environment). The first, least disturbed repeat is the
+one every process agrees on (``benchmarks/cross_process.py``), as timeit's
+documentation advises the fastest time for the same reason.
 
 Example:
     >>> from opbench.core.measurement import TaskSpec
@@ -17,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,9 +70,10 @@ class InstructionCounts:
         Always in that one unit: a statement cheaper than the baseline's empty
         call gives a negative figure rather than its raw count (loop included),
         which would be another unit. Collectors count the baseline with an
-        empty call of the statement's own kind, so that stays near zero.
+        empty call of the statement's own kind, so that stays near zero. The
+        fewest of the repeats (the module's doc says why).
         """
-        return (statistics.median(self.counts) - self.baseline) / self.number_per_run
+        return (min(self.counts) - self.baseline) / self.number_per_run
 
     @property
     def median(self) -> float:

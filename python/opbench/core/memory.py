@@ -53,7 +53,7 @@ __all__ = [
     "MemoryCounts",
     "decide_memory",
     "format_bytes",
-    "format_value",
+    "format_count",
 ]
 
 SOURCES = ("python", "native", "host", "cuda")
@@ -83,13 +83,9 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} B" if float(n).is_integer() else f"{n:.1f} B"
 
 
-def _count_text(n: float) -> str:
+def format_count(n: float) -> str:
+    """``5``, ``1,024``, ``2.50``: a count, its decimals only when it has some."""
     return f"{n:,.0f}" if float(n).is_integer() else f"{n:,.2f}"
-
-
-def format_value(v: float, kind: str) -> str:
-    """A memory figure as reports print it: ``5 allocs`` or ``4.00 KiB``."""
-    return f"{_count_text(v)} allocs" if kind == "allocations" else format_bytes(v)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,7 +236,7 @@ class MemoryCounts:
 
     def _summary(self, source: str) -> str:
         leak, n = self.per_call("growth", source), self.per_call("allocations", source)
-        return (f"{_count_text(n)} allocation{'' if n == 1 else 's'}, "
+        return (f"{format_count(n)} allocation{'' if n == 1 else 's'}, "
                 f"{format_bytes(self.per_call('bytes', source))} per call, peak "
                 f"{format_bytes(self.per_call('peak', source))}, "
                 + (f"leaks {format_bytes(leak)} per call" if leak > 0 else "no leak"))
@@ -248,7 +244,7 @@ class MemoryCounts:
     def cell_text(self) -> str:
         """A Compare cell: ``5 / 4.00 KiB`` (allocations / bytes per call), with
         ``leaks 165 B`` after it when the statement leaks."""
-        text = f"{_count_text(self.allocations)} / {format_bytes(self.bytes)}"
+        text = f"{format_count(self.allocations)} / {format_bytes(self.bytes)}"
         return text + (f" leaks {format_bytes(self.leak)}" if self.leak > 0 else "")
 
     def describe(self) -> str:
@@ -259,7 +255,7 @@ class MemoryCounts:
         for source in self.sources:
             line = f"  {source:>6}: {self._summary(source)}"
             if source == "cuda":
-                line += (f"; device: {_count_text(self.per_call('device_allocations', 'cuda'))} "
+                line += (f"; device: {format_count(self.per_call('device_allocations', 'cuda'))} "
                          f"allocations, {format_bytes(self.per_call('device_bytes', 'cuda'))} "
                          "per call")
             lines.append(line)

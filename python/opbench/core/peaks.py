@@ -43,6 +43,7 @@ from typing import Any
 from opbench import environment
 from opbench._files import atomic_write_text
 from opbench._threads import set_torch_threads
+from opbench.core import roofline
 from opbench.errors import UsageError
 
 __all__ = ["FILE", "Peak", "get", "load", "measure", "path", "save"]
@@ -90,7 +91,7 @@ class Peak:
     def ridge(self, dtype: str = "float32") -> float | None:
         """FLOPs per byte at which the compute ceiling meets the memory one."""
         rate = self.flop_rates.get(dtype)
-        return None if rate is None else rate / self.bandwidth
+        return None if rate is None else roofline.ridge(self.bandwidth, rate)
 
     def for_dtype(self, dtype: str) -> dict[str, Any]:
         """What a Measurement's ``info["peaks"]`` keeps for a statement of ``dtype``."""
@@ -312,7 +313,7 @@ def describe(peaks: dict[str, Peak]) -> str:
                 lines.append(f"  {name:<9} {value / 1e9:10.2f} GB/s")
         for dtype, rate in p.flop_rates.items():
             lines.append(f"  {dtype:<9} {rate / 1e12:10.4f} TFLOP/s   ridge "
-                         f"{rate / p.bandwidth:.2f} FLOP/byte")
+                         f"{roofline.ridge(p.bandwidth, rate):.2f} FLOP/byte")
         for dtype, reason in p.how.get("unsupported", {}).items():
             lines.append(f"  {dtype:<9} not measured: {reason}")
         if p.datasheet:

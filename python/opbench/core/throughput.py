@@ -1,10 +1,11 @@
 """Throughput: a Measurement's work per second, and where it sits under the roofline.
 
-``Measurement`` inherits these properties. The work of one run comes from
+``Measurement`` inherits these properties; those of the roofline (intensity,
+bound, efficiency) are computed by ``opbench.core.roofline``. The work of one run comes from
 the TaskSpec when declared (``Timer(..., flops=N, bytes=N)``), else from
 ``info["work"]`` when counted (``flops="count"``); the ceilings from
 ``info["peaks"]``, which a Timer attaches from this machine's measured peaks
-(``opbench.peaks``) for the statement's device, thread count and dtype, so a
+(``opbench.core.peaks``) for the statement's device, thread count and dtype, so a
 result read on another machine keeps the ceilings it was measured under.
 
 Units are SI: ``flop_rate`` in FLOP/s, ``byte_rate`` in bytes/s (GB/s =
@@ -19,8 +20,9 @@ Example:
 """
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from opbench.core import roofline
 
 __all__ = ["Throughput", "declared_or_counted", "describe"]
 
@@ -71,25 +73,18 @@ class Throughput:
     @property
     def arithmetic_intensity(self) -> float | None:
         """FLOPs per byte (inf for FLOPs without memory traffic; None: unknown)."""
-        flops, moved = self.flops, self.bytes
-        if flops is None or moved is None or (flops == 0 and moved == 0):
-            return None
-        return math.inf if moved == 0 else flops / moved
+        return roofline.arithmetic_intensity(self.flops, self.bytes)
 
     @property
     def peaks(self) -> dict[str, Any] | None:
         """The ceilings this result is judged against (``info["peaks"]``), or None."""
-        p = (self.info or {}).get("peaks")
-        return p if isinstance(p, dict) and p.get("bandwidth") else None
+        return roofline.peaks_of(self.info)
 
     @property
     def bound(self) -> str | None:
         """``"memory"`` or ``"compute"``: which side of the measured ridge point (peak FLOP
         rate / peak bandwidth) the arithmetic intensity falls; None without both."""
-        intensity, peaks = self.arithmetic_intensity, self.peaks
-        if intensity is None or peaks is None or not peaks.get("flop_rate"):
-            return None
-        return "memory" if intensity < peaks["flop_rate"] / peaks["bandwidth"] else "compute"
+        return roofline.bound(self.arithmetic_intensity, self.peaks)
 
     @property
     def efficiency(self) -> float | None:
@@ -98,15 +93,7 @@ class Throughput:
         Without a FLOP count (or its peak), the byte rate over the bandwidth. The
         bandwidth peak is main memory's (STREAM beyond the caches): a statement whose
         data fits in cache can exceed 1."""
-        peaks = self.peaks
-        if peaks is None:
-            return None
-        bound = self.bound
-        if bound == "compute":
-            rate = self.flop_rate
-            return None if rate is None else rate / peaks["flop_rate"]
-        rate = self.byte_rate
-        return None if rate is None else rate / peaks["bandwidth"]
+        return roofline.efficiency(self.bound, self.flop_rate, self.byte_rate, self.peaks)
 
 
 def _source(m: Any, what: str) -> str:
@@ -140,11 +127,4 @@ def describe(m: Any) -> str | None:
         rates.append(f"{m.byte_rate / 1e9:.2f} GB/s")
     if m.flop_rate is not None:
         rates.append(f"{m.flop_rate / 1e12:.4f} TFLOP/s")
-    line = f"  Work: {', '.join(parts)}: {', '.join(rates)}"
-    if m.bound is not None and m.efficiency is not None:
-        line += f"; {m.bound}-bound, {m.efficiency:.1%} of peak"
-    elif m.efficiency is not None:
-        line += f"; {m.efficiency:.1%} of peak bandwidth"
-    if m.efficiency is not None and m.efficiency > 1 and m.bound != "compute":
-        line += " (above memory's peak: the data came from cache)"
-    return line
+    return f"  Work: {', '.join(parts)}: {', '.join(rates)}" + roofline.describe(m)

@@ -20,10 +20,11 @@ writes only what it needs and Timer never asks what kind of engine it has. A
 plain ``timeit.Timer``-like object (a mock) is wrapped in ``Foreign``.
 
 Engines: ``python`` (Python statements), ``cpp/`` (C++ statements: ``engine``, and the
-toolchain ``opbench.cpp`` is: ``build``, ``pch``, ``extension``), ``cuda/`` (device time:
-``opbench.cuda``'s timers and events, and ``engine``).
+toolchain ``opbench.engines.cpp`` is: ``build``, ``pch``, ``extension``), ``cuda/`` (device time:
+``opbench.engines.cuda``'s timers and events, and ``engine``).
 
-Floor: engines (may import from native, base, stats and its own floor).
+Floor: engines; what it may import is the ``floors`` contract in pyproject.toml
+(``[tool.importlinter]``, checked by ``lint-imports``).
 
 Example:
     >>> class Fixed(Engine):

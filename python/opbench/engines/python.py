@@ -10,9 +10,9 @@ through. Three paths, each the cheapest harness for its kind of statement:
   no Python loop, native clock reads;
 * a Python function (or bound method) is called from an unrolled Python loop
   (``_call_unrolled``). On CPython 3.11+ a call made by the interpreter's own
-  loop does not re-enter the interpreter, while a call from C does; measured
-  here, the native loop costs 0.98x torch's ``Timer("f()")`` per call of a
-  no-op, the unrolled loop 0.81-0.84x (``benchmarks/overhead.py``);
+  loop does not re-enter the interpreter, while a call from C does
+  (``benchmarks/overhead.py`` measures both loops against torch's
+  ``Timer("f()")``);
 * a string is compiled into timeit's template, the statement inlined in a
   Python ``for`` loop, so its cost is the statement and one loop iteration.
 

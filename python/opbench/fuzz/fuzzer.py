@@ -30,37 +30,17 @@ Example::
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Union
 
 from opbench.errors import FuzzerSpecError
+from opbench.fuzz import _deps
+from opbench.fuzz.fuzzed_tensor import FuzzedTensor
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy
-    import torch as _torch_t
 
 __all__ = ["FuzzedParameter", "FuzzedTensor", "Fuzzer", "ParameterAlias"]
-
-_INSTALL_HINT = "opbench.fuzz.fuzzer needs torch (and numpy): pip install torch"
-
-# Bound by _require() on first use, so that importing this module never imports torch.
-torch: Any = None
-np: Any = None
-
-
-def _require() -> None:
-    """Import torch and numpy on first use; fail with an install hint when they are missing."""
-    global torch, np
-    if torch is not None:
-        return
-    try:
-        import numpy as numpy_mod
-        import torch as torch_mod
-    except ImportError as exc:
-        raise ImportError(_INSTALL_HINT) from exc
-    np, torch = numpy_mod, torch_mod
-
 
 # torch retries a step this many times before giving up; the number is part of parity because
 # `rejection_rate` and the error both depend on it.
@@ -113,7 +93,7 @@ class FuzzedParameter:
         distribution: str | dict[Any, float] | None = None,
         strict: bool = False,
     ) -> None:
-        _require()
+        _deps.require()
         self._name = name
         self._minval = minval
         self._maxval = maxval
@@ -173,7 +153,7 @@ class FuzzedParameter:
             # numpy's RandomState.choice(p=...) draws one random_sample() and returns the first
             # index whose normalised cumulative probability exceeds it; doing the same on a
             # precomputed list gives the same index without choice()'s per-call validation.
-            cdf = np.asarray(tuple(self._distribution.values()), dtype=np.float64).cumsum()
+            cdf = _deps.np.asarray(tuple(self._distribution.values()), dtype=_deps.np.float64).cumsum()
             cdf /= cdf[-1]
             edges = cdf.tolist()
             return lambda state: choices[bisect.bisect_right(edges, state.random_sample())]
@@ -182,7 +162,7 @@ class FuzzedParameter:
                 return lambda state: int(state.randint(low=minval, high=maxval + 1))
             return lambda state: state.uniform(low=minval, high=maxval)
         # loguniform: torch recomputes both logarithms on every draw.
-        low, high = float(np.log2(minval)), float(np.log2(maxval))
+        low, high = float(_deps.np.log2(minval)), float(_deps.np.log2(maxval))
 
         def loguniform(state: Any) -> Any:
             value = int(2 ** state.uniform(low=low, high=high))
@@ -195,156 +175,6 @@ class FuzzedParameter:
             return value
 
         return loguniform
-
-
-def _dtype_size(dtype: _torch_t.dtype) -> int:
-    """Bytes per element as torch's fuzzer counts them for ``max_allocation_bytes``.
-
-    Kept identical to torch (which counts a complex element as the size of its real part) because
-    the constraint decides which candidates are accepted, and so every later draw.
-    """
-    if dtype == torch.bool:
-        return 1
-    if dtype.is_floating_point or dtype.is_complex:
-        return torch.finfo(dtype).bits // 8
-    return torch.iinfo(dtype).bits // 8
-
-
-def _prod(values: Sequence[int], base: int = 1) -> int:
-    # Python ints: np.prod silently overflows int64, and a negative product would pass the
-    # size limits and then fail (or OOM) at allocation.
-    return functools.reduce(lambda x, y: int(x) * int(y), values, base)
-
-
-def _resolve(spec: Sequence[Any], params: dict[str, Any], dim: int) -> tuple[Any, ...]:
-    """Replace parameter names by their values, then truncate or pad with 1 to ``dim`` entries."""
-    values = tuple(params.get(v, v) for v in spec[:dim])
-    return values + (1,) * (dim - len(values))
-
-
-class FuzzedTensor:
-    """A tensor whose shape, strides and memory layout come from fuzzed parameters.
-
-    ``size`` and ``steps`` entries are ints or parameter names. With ``steps`` a larger tensor
-    is allocated and sliced (``t[::step]``) to get strided memory. With probability
-    ``1 - probability_contiguous`` the dimensions are stored in a random order. Candidates
-    whose element count or pre-slicing allocation break ``min_elements``/``max_elements``/
-    ``max_allocation_bytes`` are resampled. ``dim_parameter`` names a parameter that truncates
-    (or pads with 1) ``size`` and ``steps``. ``tensor_constructor(size=..., dtype=..., **params)``
-    replaces the default ``torch.rand``/``torch.randint(1, 127)``. ``roll_parameter`` is
-    accepted for signature compatibility and, as in torch, unused.
-
-    Example::
-
-        FuzzedTensor("x", size=("k0", 16), steps=(1, "s"), min_elements=128,
-                     probability_contiguous=0.6)
-    """
-
-    def __init__(
-        self,
-        name: str,
-        size: tuple[str | int, ...],
-        steps: tuple[str | int, ...] | None = None,
-        probability_contiguous: float = 0.5,
-        min_elements: int | None = None,
-        max_elements: int | None = None,
-        max_allocation_bytes: int | None = None,
-        dim_parameter: str | None = None,
-        roll_parameter: str | None = None,
-        dtype: _torch_t.dtype | None = None,
-        cuda: bool = False,
-        tensor_constructor: Callable[..., Any] | None = None,
-    ) -> None:
-        _require()
-        if not 0 <= probability_contiguous <= 1:
-            raise FuzzerSpecError(
-                f"{name}: probability_contiguous must be in [0, 1], got {probability_contiguous}")
-        self._name = name
-        self._size = tuple(size)
-        self._steps = tuple(steps or ())
-        self._probability_contiguous = probability_contiguous
-        self._min_elements = min_elements
-        self._max_elements = max_elements
-        self._max_allocation_bytes = max_allocation_bytes
-        self._dim_parameter = dim_parameter
-        self._dtype = torch.float32 if dtype is None else dtype
-        self._cuda = cuda
-        self._tensor_constructor = tensor_constructor
-        # Checked on every candidate, so computed once (this also rejects unsupported dtypes
-        # up front instead of on the first draw).
-        self._itemsize = _dtype_size(self._dtype)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @staticmethod
-    def default_tensor_constructor(size: tuple[int, ...], dtype: _torch_t.dtype,
-                                   **kwargs: Any) -> _torch_t.Tensor:
-        if dtype.is_floating_point or dtype.is_complex:
-            return torch.rand(size=size, dtype=dtype, device="cpu")
-        return torch.randint(1, 127, size=size, dtype=dtype, device="cpu")
-
-    def _get_size_and_steps(
-        self, params: dict[str, Any]
-    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        dim = len(self._size) if self._dim_parameter is None else params[self._dim_parameter]
-        size = _resolve(self._size, params, dim)
-        steps = _resolve(self._steps, params, dim)
-        allocation_size = tuple(n * step for n, step in zip(size, steps))
-        return size, steps, allocation_size
-
-    def _parameter_names(self) -> list[str]:
-        """The parameters this tensor reads (checked against the Fuzzer's up front)."""
-        names = [v for v in self._size + self._steps if isinstance(v, str)]
-        return names + ([self._dim_parameter] if self._dim_parameter is not None else [])
-
-    def satisfies_constraints(self, params: dict[str, Any]) -> bool:
-        """Whether these parameter values give a tensor within the element/byte limits."""
-        size, _, allocation_size = self._get_size_and_steps(params)
-        numel = _prod(size)
-        if numel < 0:
-            raise FuzzerSpecError(f"{self._name}: size {size} has a negative number of elements")
-        if self._max_elements is not None and numel > self._max_elements:
-            return False
-        if self._min_elements is not None and numel < self._min_elements:
-            return False
-        if self._max_allocation_bytes is None:
-            return True
-        return _prod(allocation_size, base=self._itemsize) <= self._max_allocation_bytes
-
-    def _make_tensor(self, params: dict[str, Any],
-                     state: numpy.random.RandomState) -> tuple[Any, dict[str, Any]]:
-        """Build the tensor (global torch RNG) and lay it out (numpy ``state``), as torch does."""
-        size, steps, allocation_size = self._get_size_and_steps(params)
-        constructor = self._tensor_constructor or self.default_tensor_constructor
-        raw = constructor(size=allocation_size, dtype=self._dtype, **params)
-        if self._cuda:
-            raw = raw.cuda()
-
-        dim = len(size)
-        order = np.arange(dim)
-        # This draw happens on every call, even when the answer is "contiguous".
-        if state.rand() > self._probability_contiguous:
-            # Store the dimensions in a random non-identity order, then view them back in the
-            # original order: same shape and values, permuted strides.
-            while dim > 1 and (order == np.arange(dim)).all():
-                order = state.permutation(raw.dim())
-            raw = raw.permute(tuple(order.tolist())).contiguous()
-            raw = raw.permute(tuple(np.argsort(order).tolist()))
-
-        tensor = raw
-        if any(step != 1 for step in steps):  # slicing with step 1 everywhere is a no-op view
-            tensor = raw[tuple(slice(0, n * step, step) for n, step in zip(size, steps))]
-
-        properties = {
-            "numel": int(tensor.numel()),
-            "order": order,
-            "steps": steps,
-            "is_contiguous": tensor.is_contiguous(),
-            "dtype": str(self._dtype),
-        }
-        return tensor, properties
 
 
 _Nested = Union[Any, Sequence[Any]]
@@ -398,9 +228,9 @@ class Fuzzer:
         constraints: Sequence[Callable[[dict[str, Any]], bool]] | None = None,
         seed: int | None = None,
     ) -> None:
-        _require()
+        _deps.require()
         if seed is None:
-            seed = int(np.random.RandomState().randint(0, 2 ** 32 - 1, dtype=np.int64))
+            seed = int(_deps.np.random.RandomState().randint(0, 2 ** 32 - 1, dtype=_deps.np.int64))
         self._seed = seed
         self._parameters = _flatten(parameters, FuzzedParameter, "parameters")
         self._tensors = _flatten(tensors, FuzzedTensor, "tensors")
@@ -457,25 +287,25 @@ class Fuzzer:
         """
         from opbench.progress import Progress
 
-        state = np.random.RandomState(self._seed)
+        state = _deps.np.random.RandomState(self._seed)
         # torch calls torch.manual_seed() with this draw; a private generator seeded with it
         # holds the same stream without touching the caller's global generator.
-        torch_seed = int(state.randint(low=0, high=2 ** 63, dtype=np.int64))
-        stream = torch.Generator().manual_seed(torch_seed).get_state()
+        torch_seed = int(state.randint(low=0, high=2 ** 63, dtype=_deps.np.int64))
+        stream = _deps.torch.Generator().manual_seed(torch_seed).get_state()
         with Progress(n, desc="fuzzer", enabled=progress) as bar:
             for _ in range(n):
                 params = self._generate(state)
                 # Constructors (default, user-supplied, subclass overrides) draw from the
                 # global generator, so it carries the fuzzer's stream while they run.
-                caller_state = torch.get_rng_state()
-                torch.set_rng_state(stream)
+                caller_state = _deps.torch.get_rng_state()
+                _deps.torch.set_rng_state(stream)
                 try:
                     tensors, tensor_properties = {}, {}
                     for t in self._tensors:
                         tensors[t.name], tensor_properties[t.name] = t._make_tensor(params, state)
                 finally:
-                    stream = torch.get_rng_state()
-                    torch.set_rng_state(caller_state)
+                    stream = _deps.torch.get_rng_state()
+                    _deps.torch.set_rng_state(caller_state)
                 yield tensors, tensor_properties, params
                 bar.update()
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from numbers import Number
 from typing import Any
 
-from opbench.fuzz import fuzzer as _fuzzer
+from opbench.fuzz import _deps
 from opbench.fuzz.fuzzer import FuzzedTensor
 
 __all__ = ["FuzzedSparseTensor"]
@@ -74,7 +74,7 @@ class FuzzedSparseTensor(FuzzedTensor):
         The draw order (values, then indices, then duplicate values) is torch's, so the same
         generator state gives the same tensor.
         """
-        torch = _fuzzer.torch
+        torch = _deps.torch
         dims: Sequence[int] = (
             [size] * sparse_dim if isinstance(size, Number) else size)  # type: ignore[list-item,assignment]
         if nnz != 0 and all(dims[d] <= 0 for d in range(sparse_dim)):

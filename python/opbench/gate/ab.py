@@ -15,13 +15,24 @@ decisive and at least ``min_run_time`` was measured, or ``max_run_time`` is
 spent. Each look spends a shrinking share of the error budget, so the chance
 of a false verdict over all looks is at most ``1 - confidence``.
 
-Example:
+Example (on a clock that only the statements move, every block costs exactly its runs'
+ticks, so the verdicts are certain: B 10% slower, then A against itself):
     >>> import opbench
     >>> from opbench.gate.ab import compare_ab
-    >>> r = compare_ab(opbench.Timer("sum(range(50))"), opbench.Timer("sum(range(50))"),
-    ...                min_run_time=0.02, max_run_time=0.2)
-    >>> r.verdict in ("same", "inconclusive", "faster", "slower")
-    True
+    >>> class Clock:
+    ...     now = 0.0
+    ...     def tick(self, seconds):
+    ...         self.now += seconds
+    ...     def __call__(self):
+    ...         return self.now
+    >>> clock = Clock()
+    >>> def timer(cost):
+    ...     return opbench.Timer(f"clock.tick({cost})", timer=clock, globals={"clock": clock})
+    >>> r = compare_ab(timer(2e-6), timer(2.2e-6), min_run_time=1e-3)
+    >>> r.verdict, round(r.ratio, 3)
+    ('slower', 1.1)
+    >>> compare_ab(timer(2e-6), timer(2e-6), min_run_time=1e-3).verdict
+    'same'
 """
 from __future__ import annotations
 

@@ -3,6 +3,6 @@
 - ``cli/``: ``opbench timeit|compare|show|demo`` (one module per command).
 - ``pytest_plugin``: the ``opbench`` fixture, ``--opbench-*`` options, saving and comparing runs.
 
-Floor: front (may import from native, base, stats, engines, core, callgrind, memory,
-timer, store, analysis, sweep and its own floor).
+Floor: front; what it may import is the ``floors`` contract in pyproject.toml
+(``[tool.importlinter]``, checked by ``lint-imports``).
 """

@@ -28,6 +28,6 @@ starts one for the statement (``collect``, ``_child``), and ``pytest
 ``counting.count`` runs the statement in windows whose switches allocate nothing,
 so setup, warm-up and opbench's own loop are outside the figures.
 
-Floor: memory (may import from native, base, stats, engines, core, callgrind and its own
-floor).
+Floor: memory; what it may import is the ``floors`` contract in pyproject.toml
+(``[tool.importlinter]``, checked by ``lint-imports``).
 """

@@ -14,7 +14,7 @@ import sys
 import traceback
 from typing import Any
 
-from opbench.callgrind._serve import exception_pickle
+from opbench.callgrind._worker_process import exception_pickle
 from opbench.errors import MemoryUnavailableError, SerializationError
 from opbench.memory import counter, counting
 

@@ -38,6 +38,7 @@ import ctypes
 import functools
 import gc
 import itertools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -127,6 +128,10 @@ def _window(settle: Callable[[], Any], batch: Callable[[], Any],
     """One window (module doc)."""
     mem = _C.memory
     cuda_start = cuda_end = None
+    # A trace function (coverage, a debugger) makes CPython create a frame object per
+    # call, an allocation of the tracer's, not the statement's: none runs in the window.
+    tracer = sys.gettrace()
+    sys.settrace(None)
     gc.collect()
     if cuda is not None:
         cuda_start = cuda.read()
@@ -144,6 +149,7 @@ def _window(settle: Callable[[], Any], batch: Callable[[], Any],
     finally:
         mem.stop()
         gc.enable()
+        sys.settrace(tracer)
     return _Window(mem.read(), cuda_start, cuda_end, status)
 
 

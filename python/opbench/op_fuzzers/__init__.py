@@ -3,6 +3,6 @@
 Each module re-exports its fuzzer from ``opbench.fuzz.op_fuzzers`` (the same
 class): ``binary``, ``unary``, ``sparse_binary``, ``sparse_unary``, ``spectral``.
 
-Floor: front (may import from native, base, stats, engines, core, callgrind, memory,
-timer, store, analysis, sweep and its own floor).
+Floor: front; what it may import is the ``floors`` contract in pyproject.toml
+(``[tool.importlinter]``, checked by ``lint-imports``).
 """

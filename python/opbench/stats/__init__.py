@@ -18,10 +18,13 @@ functions return None (``relative_ci`` returns inf) and warn once.
 Outliers are counted with Tukey's fences: beyond 1.5 IQR outside the
 quartiles is an outlier, beyond 3 IQR a severe one.
 
-The package also holds ``decide`` (is B faster than A? ratios and their intervals) and
-``numerics`` (torch's float32 arithmetic, so printed figures match torch's).
+The package also holds ``decide`` (is B faster than A? ratios and their intervals), with
+``error_spending`` (its confidence over many looks and tests) and ``student_t`` (the t
+distribution its run intervals use), and ``numerics`` (torch's float32 arithmetic, so
+printed figures match torch's).
 
-Floor: stats (may import from native, base and its own floor).
+Floor: stats; what it may import is the ``floors`` contract in pyproject.toml
+(``[tool.importlinter]``, checked by ``lint-imports``).
 
 Example:
     >>> from opbench import stats

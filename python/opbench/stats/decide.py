@@ -51,7 +51,8 @@ taken (a union bound: valid for any stopping rule over the schedule).
 **Instruction counts** are deterministic: the ratio is exact and the interval
 is the point itself.
 
-**Runs** (``opbench ab``, and results files holding several runs a side): the
+**Runs** (``opbench ab``, and results files holding several runs a side; Student's t
+from ``opbench.stats.student_t``): the
 unit of replication is the run, because blocks of one process share its code
 placement, heap layout and clock, and an interval from them covers within-run
 noise only. ``runs`` takes one median per run and side, paired by round (the
@@ -66,7 +67,9 @@ would give ``n - 1``. Unpaired runs (different counts) get Welch's interval. Acr
 ``holm`` gives each benchmark its level (Holm's step-down on the p-values of
 "no change"), so the chance of any false verdict in the suite stays under
 ``alpha``; ``run_look_confidence`` spends ``alpha`` over the rounds looked at
-(the last look keeps half, so stopping early costs the full run little).
+(the last look keeps half, so stopping early costs the full run little). The
+spending rules (``looks``, ``look_confidence``, ``run_look_confidence``, ``holm``)
+live in ``opbench.stats.error_spending``.
 
 Example:
     >>> d = two_samples([1.00, 1.01, 0.99, 1.02, 1.00, 0.98], [2.0, 2.02, 1.98, 2.01, 2.0, 1.99], 0.05)
@@ -83,7 +86,8 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from opbench import stats
-from opbench.stats import run_figure
+from opbench.stats import run_figure, student_t
+from opbench.stats.error_spending import holm, look_confidence, looks, run_look_confidence
 
 __all__ = ["VERDICTS", "Decision", "check_threshold", "counts", "figures", "holm",
            "look_confidence", "looks", "paired", "run_look_confidence", "runs", "runs_p_value",
@@ -290,7 +294,8 @@ def counts(old: Sequence[float], new: Sequence[float], threshold: float) -> Deci
     fraction of a percent from repeat to repeat (where its blocks fall in the
     allocator's pools). The interval is therefore the whole range the repeats allow,
     ``min(new) / max(old)`` to ``max(new) / min(old)``: a change inside that range
-    is "inconclusive", never a verdict the repeats contradict.
+    is "inconclusive", never a verdict the repeats contradict. The ratio is of the
+    fewest counts, as ``InstructionCounts.per_run`` (which says why).
 
     Example:
         >>> counts([10_000], [10_100], 0.005).verdict
@@ -303,7 +308,7 @@ def counts(old: Sequence[float], new: Sequence[float], threshold: float) -> Deci
     """
     check_threshold(threshold)
     old, new = _check_sample("old", old), _check_sample("new", new)
-    ratio = statistics.median(new) / statistics.median(old)
+    ratio = min(new) / min(old)
     ci = (min(new) / max(old), max(new) / min(old))
     result = verdict(*ci, threshold)
     reason = ("the repeats' spread straddles the threshold" if result == "inconclusive"
@@ -312,28 +317,6 @@ def counts(old: Sequence[float], new: Sequence[float], threshold: float) -> Deci
 
 
 # -- paired samples, looked at sequentially ------------------------------------
-
-# Pair counts at which compare_ab looks: min_pairs, then 25% more each time
-# (geometric: few looks over a long run, each cheap to spend error on).
-_LOOK_GROWTH = 1.5
-
-
-def looks(min_pairs: int) -> list[int]:
-    """The schedule of pair counts (enough for any run: up to 10^7 pairs)."""
-    schedule, n = [], min_pairs
-    while n <= 10**7:
-        schedule.append(n)
-        n = max(n + 1, math.ceil(n * _LOOK_GROWTH))
-    return schedule
-
-
-def look_confidence(look: int, confidence: float) -> float:
-    """The confidence of the interval at look ``look`` (1-based): its error is
-    ``alpha / (look * (look + 1))``, and those sum to ``alpha = 1 - confidence``."""
-    if look < 1:
-        raise ValueError(f"look must be >= 1, got {look}")
-    return 1 - (1 - confidence) / (look * (look + 1))
-
 
 def paired(sorted_log_ratios: Sequence[float], threshold: float, confidence: float,
            look: int) -> Decision:
@@ -358,58 +341,6 @@ def paired(sorted_log_ratios: Sequence[float], threshold: float, confidence: flo
 
 
 # -- runs: one median per run and side ------------------------------------------
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """The continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1, a - 1
-    c, d = 1.0, 1 - qab * x / qap
-    d = 1 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
-                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1 + aa * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1) < 1e-15:
-            break
-    return h
-
-
-def _t_sf2(t: float, df: float) -> float:
-    """Two-sided tail probability P(|T| > |t|) of Student's t with ``df`` degrees."""
-    if math.isinf(t):
-        return 0.0
-    x = df / (df + t * t)
-    a, b = df / 2, 0.5
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                     + a * math.log(x) + b * math.log1p(-x)) if 0 < x < 1 else 0.0
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    if x < (a + 1) / (a + b + 2):
-        return min(1.0, front * _betacf(a, b, x) / a)
-    return min(1.0, 1 - front * _betacf(b, a, 1 - x) / b)
-
-
-def _t_quantile(level: float, df: float) -> float:
-    """``q`` with P(|T| <= q) = ``level`` (bisection on the tail; exact to 1e-12)."""
-    lo, hi = 0.0, 1.0
-    while _t_sf2(hi, df) > 1 - level:
-        hi *= 2
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if _t_sf2(mid, df) > 1 - level:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
 
 def _run_logs(old: Sequence[float], new: Sequence[float], paired: bool,
               blocks: Sequence[object] | None = None) -> tuple[float, float, float]:
@@ -467,7 +398,7 @@ def runs_p_value(old: Sequence[float], new: Sequence[float], *, paired: bool = T
         return 1.0
     if se == 0:
         return 0.0 if mean != 0 else 1.0
-    return _t_sf2(mean / se, df)
+    return student_t.two_sided_p(mean / se, df)
 
 
 def runs(old: Sequence[float], new: Sequence[float], threshold: float,
@@ -509,7 +440,7 @@ def runs(old: Sequence[float], new: Sequence[float], threshold: float,
     def interval_at(level: float) -> tuple[float, float] | None:
         if not math.isfinite(se) or df < 1:
             return None
-        half = _t_quantile(level, df) * se
+        half = student_t.two_sided_quantile(level, df) * se
         # Few runs at a very high level can give a half-width past what exp() can hold:
         # the clamp keeps a finite, uselessly wide interval (inconclusive), as it should be.
         return math.exp(max(mean - half, -700.0)), math.exp(min(mean + half, 700.0))
@@ -517,41 +448,3 @@ def runs(old: Sequence[float], new: Sequence[float], threshold: float,
     return _judged(ratio, median_ratio, interval_at, threshold, confidence, equivalence_alpha,
                    f"{len(old)} and {len(new)} runs: too few for an interval with the "
                    "between-run variance (at least 2 a side)")
-
-
-def holm(p_values: Sequence[float], alpha: float) -> list[float]:
-    """Each test's level under Holm's step-down procedure: sorted by p-value, the j-th
-    (from 0) of ``m`` gets ``alpha / (m - j)`` while every earlier one was rejected; from
-    the first that is not, the rest keep that level. The chance of any false rejection
-    among the ``m`` stays at most ``alpha``, with more power than Bonferroni.
-
-    Example:
-        >>> holm([0.001, 0.04, 0.013], 0.05)
-        [0.016666666666666666, 0.05, 0.025]
-    """
-    m = len(p_values)
-    levels = [0.0] * m
-    stopped: float | None = None
-    for j, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
-        level = alpha / (m - j) if stopped is None else stopped
-        if stopped is None and p_values[i] > level:
-            stopped = level
-        levels[i] = level
-    return levels
-
-
-def run_look_confidence(look: int, looks: int, confidence: float) -> float:
-    """The confidence at look ``look`` of ``looks`` (1-based) over rounds of runs: earlier
-    looks spend ``alpha / 2**(looks - look + 1)``, the last keeps the rest (at least
-    half), so the spends sum to ``alpha = 1 - confidence``.
-
-    Example:
-        >>> [round(1 - run_look_confidence(k, 3, 0.95), 5) for k in (1, 2, 3)]
-        [0.00625, 0.0125, 0.03125]
-    """
-    if not 1 <= look <= looks:
-        raise ValueError(f"look must be from 1 to {looks}, got {look}")
-    alpha = 1 - confidence
-    if look < looks:
-        return 1 - alpha / 2 ** (looks - look + 1)
-    return 1 - (alpha - sum(alpha / 2 ** (looks - k + 1) for k in range(1, looks)))

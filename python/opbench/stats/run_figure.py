@@ -7,9 +7,8 @@ from run to run and from minute to minute, and the median lands wherever the
 mix of the moment puts it. The fast tail does not move with the load: it is the
 code's own cost. So a run's figure is a low quantile of its per-run times, the
 **10th percentile** by default (``_choices.RUN_STATISTIC``), torch's linear
-interpolation (``numerics.quantile``). ``benchmarks/real_history.py`` measured the
-choice on this machine under load (README, "History, regressions, bisect and the
-report").
+interpolation (``numerics.quantile``). ``benchmarks/real_history.py`` measures the
+choice under load; its figures are on the documentation's methodology page.
 
 The interval of a quantile is the distribution-free order-statistic one: the
 number of times below the true ``q``-quantile of ``n`` is Binomial(n, q), so

@@ -4,6 +4,6 @@
 - ``sweep_file``: the file a sweep appends to as tasks finish, so it resumes.
 - ``baselines``: this machine's numbered autosaved runs under ``.opbench/``.
 
-Floor: store (may import from native, base, stats, engines, core, callgrind, memory,
-timer and its own floor).
+Floor: store; what it may import is the ``floors`` contract in pyproject.toml
+(``[tool.importlinter]``, checked by ``lint-imports``).
 """

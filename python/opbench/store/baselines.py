@@ -34,6 +34,7 @@ from typing import Any
 
 from opbench import environment as _environment
 from opbench._files import atomic_write_numbered, numbers_taken
+from opbench._text import short_commit
 from opbench.environment import BASELINE_DIR_ENV as ENV_VAR
 from opbench.environment import machine_id, project_root, root_dir
 from opbench.store.results import dumps
@@ -137,7 +138,7 @@ def autosave(results: Any, root: str | os.PathLike[str] | None = None, *,
     folder.mkdir(parents=True, exist_ok=True)
     text = dumps(results, environment=env)  # errors before anything is claimed
     first = max([0, *numbers_taken(folder), *(n for n, _ in _numbered(folder))]) + 1
-    short = git["commit"][:12] + ("_dirty" if git["dirty"] else "") if git else "nocommit"
+    short = short_commit(git["commit"]) + ("_dirty" if git["dirty"] else "") if git else "nocommit"
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     _, path = atomic_write_numbered(folder, text, lambda n: f"{n:04d}_{short}_{stamp}.json",
                                     first)

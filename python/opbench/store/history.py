@@ -41,16 +41,16 @@ from typing import Any
 
 from opbench import stats
 from opbench._files import remove_numbered
+from opbench._text import short_commit
 from opbench.core import disturbance as _disturbance
 from opbench.core import identity
 from opbench.core import memory as _memory
-from opbench.core.measurement import select_unit
 from opbench.stats import changepoints, run_figure
 from opbench.store import baselines
 from opbench.store.results import Results, load_valid
 
 __all__ = ["History", "Point", "Run", "Series", "Standing", "changes", "commit_range",
-           "describe_change", "format_value", "label", "load", "machines", "prune", "short",
+           "describe_change", "label", "load", "machines", "prune", "short",
            "standing", "tag"]
 
 TIME = "time"
@@ -220,8 +220,8 @@ def _slowed(history: History) -> dict[Path, float]:
 
     On a shared machine whole runs read slower by one factor, every benchmark alike: a
     process placed on a core whose hyperthread sibling another tenant keeps busy runs
-    1.5-2x slower for as long as it lasts (measured here: runs of one commit at 3.8 us
-    and 6.9 us, nothing in between, each tight inside). Blocks cannot show it (every
+    slower for as long as it lasts (runs of one commit at two levels, nothing in
+    between, each tight inside). Blocks cannot show it (every
     block of the run is slowed alike), and a commit whose runs are mostly slowed has a
     median at the slow level. The factor is common to a run's benchmarks, so the
     benchmarks measure it together, and code changes do not move it: they move some
@@ -343,8 +343,8 @@ def changes(history: History, keys: Iterable[str] | None = None,
 
 
 def short(commit: str | None) -> str:
-    """A commit as ten hex digits (``-`` for none)."""
-    return commit[:10] if commit else "-"
+    """A commit as ``opbench._text.COMMIT_DIGITS`` hex digits (``-`` for none)."""
+    return short_commit(commit) if commit else "-"
 
 
 def tag(points: list[Point]) -> str | None:
@@ -413,13 +413,3 @@ def describe_change(change: Any) -> str:
         return f"step {change.size:+.1%}"
     return (f"drift {change.size:+.1%} over {change.end - change.start} commits "
             f"({change.per_point:+.2%}/commit)")
-
-
-def format_value(value: float, kind: str) -> str:
-    """``2.302 us`` for a time in seconds, ``12,345.0 instr`` for a count."""
-    if kind == INSTRUCTIONS:
-        return f"{value:,.1f} instr"
-    if kind in MEMORY_KINDS:
-        return _memory.format_value(value, kind)
-    unit, scale = select_unit(value)
-    return f"{value / scale:.4g} {unit}"

@@ -28,8 +28,8 @@ with a progress bar (counting finished tasks, with time left).
 The package also holds ``placement`` (which cores a task gets) and ``executors`` (a local
 process pool, Dask, Ray).
 
-Floor: sweep (may import from native, base, stats, engines, core, callgrind, memory,
-timer, store, analysis and its own floor).
+Floor: sweep; what it may import is the ``floors`` contract in pyproject.toml
+(``[tool.importlinter]``, checked by ``lint-imports``).
 
 Example:
     >>> import opbench
@@ -45,9 +45,9 @@ import math
 import os
 import time
 from collections.abc import Iterable
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
-from opbench.core import identity
+from opbench.core import identity, recovery
 from opbench.core.measurement import Measurement
 from opbench.errors import MachineWarning, SweepError, WarningRecord, attach, warn
 from opbench.progress import Progress
@@ -165,7 +165,8 @@ def _document(m: Measurement, environment: dict[str, Any]) -> dict[str, Any]:
 
 
 def _recovery_budget(recover: bool | float, method: str) -> bool | float | None:
-    """None (no recovery), True (as long as the sweep took) or the seconds asked for."""
+    """None (no recovery), True (``recovery.default_budget`` of the time the sweep took)
+    or the seconds asked for."""
     if recover is False or method == "collect_callgrind":  # instruction counts are not disturbed
         return None
     if recover is True:
@@ -180,8 +181,6 @@ def _recover(results: list[Any], run: Any, budget: float, *, quiet: bool,
              progress: bool | None, stream: IO[str] | None) -> list[int]:
     """Measures the disturbed results again through ``run`` (as the sweep measured them);
     returns the indices measured again."""
-    from opbench.core import recovery
-
     disturbed = [i for i, r in enumerate(results) if getattr(r, "disturbed", False)]
     if not disturbed:
         return []
@@ -272,7 +271,7 @@ def run_all(
         resume: skip the tasks ``results_path`` already holds (their results
             are read back into the returned list).
         recover: measure the results the busy machine disturbed again, at the end
-            (``opbench.core.recovery``): True within as much time again as the sweep
+            (``opbench.core.recovery``): True within ``recovery.default_budget`` of the time the sweep
             took, a number within that many seconds; False (default) keeps them as
             measured, as torch would (they are flagged either way).
         **kwargs: passed to every call, e.g. ``min_run_time=1``.
@@ -302,9 +301,7 @@ def run_all(
     if results_path is not None:
         keys = task_keys(timers)
         writer = SweepWriter(results_path, method, kwargs, resume=resume)
-        for i, key in enumerate(keys):
-            if key in writer.completed:
-                results[i] = _results.loads(json.dumps(writer.completed[key]))[0]
+        _read_back(writer, keys, results)
 
     def keep(i: int, value: Any, environment: dict[str, Any] | None) -> None:
         if writer is not None and environment is None:
@@ -333,24 +330,43 @@ def run_all(
         with Progress(len(todo), desc=method, enabled=progress, stream=stream) as bar:
             run(todo, bar)
         if budget is not None:
+            spent = time.monotonic() - started
             measured_again = _recover(
-                results, run, time.monotonic() - started if budget is True else budget,
+                results, run, recovery.default_budget(spent) if budget is True else budget,
                 quiet=executor is None, progress=progress, stream=stream)
-            for i in measured_again:
-                if writer is None:
-                    break
-                # The file's last word on a task is the figure kept (a clean one, or the
-                # lower of two disturbed ones), whichever was measured last.
-                writer.add_result(keys[i], i, _document(
-                    results[i], results[i].info.get("environment") or {}))
+            if writer is not None:
+                _write_again(writer, keys, results, measured_again)
     finally:
         if writer is not None:
             writer.close()
     if failures:
-        failures.sort(key=lambda f: f.index)
-        kept = f" (and in {results_path})" if results_path is not None else ""
-        raise SweepError(
-            f"{len(failures)} of {len(timers)} tasks failed; the other results are in "
-            f"SweepError.results{kept}:\n" + "\n".join(f"  {f}" for f in failures),
-            results=results, failures=failures)
+        _raise_failures(failures, results, results_path)
     return results
+
+
+def _read_back(writer: SweepWriter, keys: list[str], results: list[Any]) -> None:
+    """Puts the results the file already holds (``resume``) in their places."""
+    for i, key in enumerate(keys):
+        if key in writer.completed:
+            results[i] = _results.loads(json.dumps(writer.completed[key]))[0]
+
+
+def _write_again(writer: SweepWriter, keys: list[str], results: list[Any],
+                 measured_again: Iterable[int]) -> None:
+    """Writes the results measured again by recovery after their first figures."""
+    for i in measured_again:
+        # The file's last word on a task is the figure kept (a clean one, or the
+        # lower of two disturbed ones), whichever was measured last.
+        writer.add_result(keys[i], i, _document(
+            results[i], results[i].info.get("environment") or {}))
+
+
+def _raise_failures(failures: list[TaskFailure], results: list[Any],
+                    results_path: str | os.PathLike[str] | None) -> NoReturn:
+    """Raises the SweepError naming every failed task, in order, with the results kept."""
+    failures.sort(key=lambda f: f.index)
+    kept = f" (and in {results_path})" if results_path is not None else ""
+    raise SweepError(
+        f"{len(failures)} of {len(results)} tasks failed; the other results are in "
+        f"SweepError.results{kept}:\n" + "\n".join(f"  {f}" for f in failures),
+        results=results, failures=failures)

@@ -56,6 +56,10 @@ TIMEOUT_VAR = "OPBENCH_SLOT_TIMEOUT"
 # measurement holds its cores for seconds, not ten minutes.
 _POLL_S = 0.005
 _WAIT_S = 600.0
+# The wait's clock and pause, module attributes so that tests replace them and wait
+# without time passing.
+_monotonic = time.monotonic
+_sleep = time.sleep
 
 # One measurement per process at a time: Python measurements would share the
 # GIL, and torch's thread setting is process-wide.
@@ -311,9 +315,9 @@ def reserve(needs: Needs) -> Iterator[dict[str, Any]]:
                 claim.release()
                 if waited >= limit:
                     raise PlacementError(_waited_too_long(claim.busy, waited, needs))
-                start = time.monotonic()
-                time.sleep(_POLL_S)
-                waited += time.monotonic() - start
+                start = _monotonic()
+                _sleep(_POLL_S)
+                waited += _monotonic() - start
             ids = [by_lock[c][0] for c in cpus]
             restore = _pin(ids)
             try:

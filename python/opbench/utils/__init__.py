@@ -14,8 +14,8 @@ As in torch, the submodules are attributes once the package is imported:
     >>> opbench.utils.common.Measurement is opbench.Measurement
     True
 
-Floor: front (may import from native, base, stats, engines, core, callgrind, memory,
-timer, store, analysis, sweep and its own floor).
+Floor: front; what it may import is the ``floors`` contract in pyproject.toml
+(``[tool.importlinter]``, checked by ``lint-imports``).
 """
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ What a real GPU does that a naive loop trips over, and what happens here:
   state and allocator know of it; nothing runs) to count what it queues, and
   held blocks are sized in launches (``info["launches_per_call"]``). A call whose
   launches cannot be counted is sized by its host time, which bounds them; and
-  any held block is queued within about 2 ms of host time, since the held wait
+  any held block is queued within 2 ms of host time (kHeldHostNs), since the held wait
   also stalls the streams that share its hardware connection.
 * A free that synchronises inside a held block (a DeviceTimer dropped by the
   statement, torch emptying its cache) cannot finish until the block is

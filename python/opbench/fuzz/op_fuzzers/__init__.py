@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from opbench.fuzz.fuzzer import FuzzedParameter, FuzzedTensor, ParameterAlias, _require
+from opbench.fuzz._deps import require
+from opbench.fuzz.fuzzer import FuzzedParameter, FuzzedTensor, ParameterAlias
 from opbench.fuzz.sparse_fuzzer import FuzzedSparseTensor
 
-_require()  # the fuzzers below need torch; fail here with the install hint
+require()  # the fuzzers below need torch; fail here with the install hint
 
 _MIN_DIM_SIZE = 16
 _MAX_DIM_SIZE = 16 * 1024 ** 2

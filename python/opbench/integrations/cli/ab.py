@@ -2,7 +2,7 @@
 working tree slower than REV?
 
 Checks REV out in a temporary git worktree (its code first on PYTHONPATH, its
-compiled modules copied or built: see opbench.gate.revision), then runs COMMAND on
+compiled modules copied or built: see opbench.revisions.checkout), then runs COMMAND on
 REV ("base") and on the working tree as it is, uncommitted edits included
 ("head"), in up to N rounds (default 3). COMMAND is a pytest run of benchmark
 tests (its results are saved with --opbench-save) or any script that saves
@@ -91,8 +91,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     from opbench._files import atomic_write_text, check_writable
-    from opbench.gate.ab_session import run_ab
-    from opbench.gate.revision import RevisionError, sigterm_as_interrupt
+    from opbench.revisions import RevisionError
+    from opbench.revisions.command import sigterm_as_interrupt
+    from opbench.revisions.session import run_ab
 
     command = list(args.command)
     if command and command[0] == "--":

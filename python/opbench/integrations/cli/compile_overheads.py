@@ -3,7 +3,7 @@
 Times FUNCTION eager and under ``torch.compile`` (rows), with and without
 ``requires_grad`` and under ``inference_mode`` (columns), and splits each
 compiled call by layer (Dynamo, AOTAutograd, Inductor, kernels): the table of
-``opbench.compile.overheads``. MODULE is an importable module name or a path
+``opbench.analysis.compile.overheads``. MODULE is an importable module name or a path
 to a ``.py`` file; each ``--shape`` gives FUNCTION one argument,
 ``torch.randn(shape)`` (``--shape 10``, ``--shape 3,4``; ``--shape ""`` for a
 0-d tensor).

@@ -28,7 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="batch and feature sizes to cross (default 1 64 1024 10000)")
     p.add_argument("--no-recover", dest="recover", action="store_false",
                    help="keep cells the busy machine disturbed as measured (default: measure "
-                        "them again at the end, within as much time again as the table took)")
+                        "them again at the end, within three quarters as much time again as "
+                        "the table took)")
     add_color_option(p)
     return p
 

@@ -2,7 +2,7 @@
 
 Bisects the commits from GOOD to BAD (BAD's first-parent line) for the first one at
 BAD's level of BENCHMARK (its key in the results COMMAND saves). COMMAND runs in a
-temporary git worktree of each commit tested (``opbench.gate.revision``, as ``opbench ab``
+temporary git worktree of each commit tested (``opbench.revisions.checkout``, as ``opbench ab``
 runs it: the commit's code first on PYTHONPATH, extension modules copied or built)
 and must save a results file: a pytest command with opbench's plugin does
 (``--opbench-save`` is added), a script saves to ``$OPBENCH_RESULTS_FILE``.
@@ -11,7 +11,7 @@ GOOD and BAD are measured first (three runs each at least), to learn the two lev
 and the run-to-run noise; then each step measures the middle commit of the range left and keeps the half
 the step is in: N commits take about log2(N) steps. A commit whose value is too
 close to the middle of the two levels to tell is run again (``--runs`` at
-first, doubling up to ``--max-runs``). See ``opbench.gate.bisection``.
+first, doubling up to ``--max-runs``). See ``opbench.revisions.bisection``.
 
 Exit status: 0 when the commit is found; 1 when GOOD and BAD do not differ beyond
 the noise (nothing to find); 2 for bad input (revisions, a command that fails or
@@ -44,7 +44,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from opbench.gate import bisection, revision
+    from opbench.revisions import RevisionError, bisection
+    from opbench.revisions.command import sigterm_as_interrupt
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                          f"and {args.max_runs}")
     try:
         # A CI runner's cancel (SIGTERM) stops the runs and removes the worktree, as Ctrl-C.
-        with revision.sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             found = bisection.find(args.benchmark, args.good, args.bad, command,
                                    runs=args.runs, max_runs=args.max_runs, timeout=args.timeout,
                                    prepare=args.prepare.split() if args.prepare else None,
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"opbench find: {e}")
             return 1
         raise UsageError(str(e)) from None
-    except revision.RevisionError as e:
+    except RevisionError as e:
         raise UsageError(str(e)) from None
     first = found.first_bad
     print(f"\nfirst commit at the new level ({found.size:+.1%}): {first.commit} {first.subject}")

@@ -26,7 +26,7 @@ gradual drift no single comparison would catch, and not on one fixed since.
 runs COMMAND at each commit REVS name (``A..B``: A and the commits after it up
 to B on B's first-parent line; a commit, branch or tag; ``--tags`` adds the tags
 matching PATTERN, ``--only-tagged`` keeps the tagged commits) in a temporary git
-worktree of it (``opbench.gate.backfill``; the checkout you are in is never
+worktree of it (``opbench.revisions.backfill``; the checkout you are in is never
 touched), N times each in passes over all commits (3 by default: a commit's runs
 are its replicates), and autosaves each run with that commit's facts. A commit
 that has its runs already is skipped, so the same command resumes a backfill
@@ -150,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
 def _commits(series: Any, slowed: dict[Any, float]) -> list[str]:
     """One line per commit: commit, tag, runs, value (the median of its runs, those the
     machine slowed as a whole counted at its other runs' speed), the runs' range, subject."""
-    from opbench.store.history import format_value, short, tag
+    from opbench.core.formatting import format_value
+    from opbench.store.history import short, tag
 
     lines = []
     for commit, points in series.by_commit():
@@ -162,7 +163,7 @@ def _commits(series: Any, slowed: dict[Any, float]) -> list[str]:
                   f"{format_value(values[-1], series.kind)}]" if len(values) > 1 else
                   f"[{format_value(points[0].low, series.kind)}, "
                   f"{format_value(points[0].high, series.kind)}]")
-        lines.append(f"  {short(commit):10}  {(tag(points) or '-')[:14]:14}  "
+        lines.append(f"  {short(commit):12}  {(tag(points) or '-')[:14]:14}  "
                      f"{'dirty' if git.get('dirty') else '     '}  {len(points):>3} run(s)  "
                      f"{format_value(value, series.kind):>14}  {spread:28}  "
                      f"{(git.get('subject') or '')[:60]}")
@@ -175,9 +176,10 @@ def _commits(series: Any, slowed: dict[Any, float]) -> list[str]:
 def _runs(series: Any, slowed: dict[Any, float]) -> list[str]:
     """One line per run: number, commit, branch, dirty, time, value and its interval, and
     how much the machine slowed the whole run, where it did."""
-    from opbench.store.history import format_value, short
+    from opbench.core.formatting import format_value
+    from opbench.store.history import short
 
-    return [f"  {p.run.number:>5}  {short(p.run.git.get('commit')):10}  "
+    return [f"  {p.run.number:>5}  {short(p.run.git.get('commit')):12}  "
             f"{(p.run.git.get('branch') or '-')[:16]:16}  "
             f"{'dirty' if p.run.git.get('dirty') else '     '}  "
             f"{p.run.git.get('commit_time') or p.run.saved_at or '-':20}  "
@@ -229,7 +231,8 @@ def _regressions(found: list[Any], threshold: float) -> int:
 
 def _backfill(args: argparse.Namespace) -> int:
     """``history run REVS... -- COMMAND``."""
-    from opbench.gate import backfill, revision
+    from opbench.revisions import RevisionError, backfill
+    from opbench.revisions.command import sigterm_as_interrupt
 
     revs = args.benchmarks[1:]
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -241,13 +244,13 @@ def _backfill(args: argparse.Namespace) -> int:
     if args.runs < 1:
         raise UsageError(f"--runs must be a positive integer, got {args.runs}")
     try:
-        with revision.sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             done = backfill.backfill(revs, command, runs=args.runs, root=args.root,
                                      tags=args.tags, only_tagged=args.only_tagged,
                                      prepare=args.prepare.split() if args.prepare else None,
                                      timeout=args.timeout,
                                      progress=lambda line: print(printable(line), flush=True))
-    except revision.RevisionError as e:
+    except RevisionError as e:
         raise UsageError(str(e)) from None
     print(f"{len(done.saved)} run(s) saved over {len(done.commits)} commit(s), "
           f"{done.skipped} already in the history, {len(done.failed)} failed")

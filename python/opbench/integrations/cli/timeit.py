@@ -101,7 +101,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="bytes one run reads and writes, or 'count'; prints GB/s")
     p.add_argument("--no-recover", dest="recover", action="store_false",
                    help="keep a measurement the busy machine disturbed (default: measure it "
-                        "again, within as long again as it took)")
+                        "again, within three quarters as long again as it took)")
     p.add_argument("--label", default=None, help="label of the result (default: the statement)")
     p.add_argument("--name", default=None,
                    help="the benchmark's name, which a regression gate matches files on "

@@ -31,29 +31,30 @@ all workers serialises the timed regions (workers still run the other tests
 in parallel), and every worker sends its results to the controller, which
 alone prints, compares and saves them.
 
-One module per concern: ``options`` (and test selection), ``session`` (the
-options checked, the results), ``ab`` (``--opbench-base``: the A/B of two
-revisions), ``callgrind_rerun`` (instruction mode),
-``xdist`` (the lock, workers' results), ``fixture``, ``memory_rerun`` (memory mode), ``policy`` (confirming a
-regression by pooled re-measurements; thresholds), ``saving`` (gate, save and the
-report file at the end), ``report`` (what it prints), ``benchmark_compat``
-(pytest-benchmark's ``benchmark`` fixture, marker and options, registered as a plugin
-of its own only where pytest-benchmark is not active: ``-p no:benchmark``, or not
-installed).
-pytest registers this module: its hooks and fixture are imported here.
+The modules, around one state object:
+
+* ``state``: the session's ``State`` (the options checked, the results, the xdist lock and
+  the workers' results), reached through ``state_of(config)``;
+* ``options``: the option table, test selection, ``load_args``;
+* ``fixture``: the ``opbench`` fixture (and confirming a regression by pooled
+  re-measurements; thresholds);
+* ``reruns``: sessions handed to other processes (``--opbench-base``'s A/B, instruction
+  mode under callgrind, memory mode with the allocation counter);
+* ``summary``: the gate, saving, the report file and what the plugin prints;
+* ``benchmark_compat``: pytest-benchmark's ``benchmark`` fixture, marker and options,
+  registered as a plugin of its own only where pytest-benchmark is not active
+  (``-p no:benchmark``, or not installed).
+
+pytest registers this module: the hooks are here, each handing its work to one of those.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from opbench.integrations.pytest_plugin import benchmark_compat, options
-from opbench.integrations.pytest_plugin.ab import pytest_cmdline_main
+from opbench.integrations.pytest_plugin import benchmark_compat, options, reruns, state, summary
 from opbench.integrations.pytest_plugin.fixture import BenchmarkFixture, opbench
-from opbench.integrations.pytest_plugin.options import pytest_collection_modifyitems
-from opbench.integrations.pytest_plugin.report import pytest_report_header, pytest_terminal_summary
-from opbench.integrations.pytest_plugin.saving import pytest_sessionfinish, pytest_testnodedown
-from opbench.integrations.pytest_plugin.session import pytest_configure
-from opbench.integrations.pytest_plugin.xdist import pytest_configure_node
 
 __all__ = ["BenchmarkFixture", "opbench", "pytest_addoption", "pytest_cmdline_main",
            "pytest_collection_modifyitems", "pytest_configure", "pytest_configure_node",
@@ -64,5 +65,50 @@ __all__ = ["BenchmarkFixture", "opbench", "pytest_addoption", "pytest_cmdline_ma
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     """The ``--opbench-*`` options; and pytest-benchmark's fixture, marker and options where
     pytest-benchmark will not serve them (``benchmark_compat``)."""
-    options.pytest_addoption(parser)
+    options.add_options(parser)
     benchmark_compat.register(pluginmanager)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """With --opbench-base, or in instruction or memory mode, the session runs in other
+    processes and this one exits with their status (``reruns``)."""
+    return reruns.take_over(config)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "opbench(group=None, threshold=None): the summary table the test's "
+                   "benchmarks appear in; the slowdown that fails their gate ('10%' or 0.1)")
+    state.start(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    options.select_tests(config, items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: give each worker the path of the lock that serialises timing."""
+    state.hand_lock_to(node)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: a worker finished; keep the results it sent."""
+    found = state.state_of(node.config)
+    assert found is not None  # made by pytest_configure
+    found.receive(node)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return summary.header_lines(config)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    summary.finish(session)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    summary.write(terminalreporter, config)

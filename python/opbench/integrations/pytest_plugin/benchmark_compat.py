@@ -53,13 +53,13 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from opbench.integrations.pytest_plugin.fixture import BenchmarkFixture, _on_fastest_cpu
-from opbench.integrations.pytest_plugin.session import _STATE
+from opbench.integrations.pytest_plugin.fixture import BenchmarkFixture, on_fastest_cpu
+from opbench.integrations.pytest_plugin.state import state_of
 
 __all__ = ["FixtureAlreadyUsed", "PytestBenchmarkFixture", "benchmark", "is_needed", "register"]
 
@@ -134,7 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
                    "marker, served by opbench: the summary group, seconds at most, blocks "
                    "at least")
     config.stash[_RECORDED] = []
-    state = config.stash.get(_STATE, None)
+    state = state_of(config)
     if state is not None and config.getoption("benchmark_autosave"):
         state.autosave = True
 
@@ -208,6 +208,35 @@ class _Metadata:
             return default
 
 
+class _Rounds:
+    """pedantic's rounds: each prepared, its ``iterations`` calls timed (with the busy
+    machine's signals), then torn down; ``times`` holds the timed rounds' seconds and
+    ``out`` the last call's result."""
+
+    def __init__(self, target: Callable[..., Any],
+                 prepared: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]],
+                 teardown: Callable[..., Any] | None, iterations: int, probe: Any) -> None:
+        self._target, self._prepared, self._teardown = target, prepared, teardown
+        self._iterations, self._probe = iterations, probe
+        self.times: list[float] = []
+        self.out: Any = None
+
+    def run(self, timed: bool) -> None:
+        a, k = self._prepared()
+        if self._probe is not None:
+            self._probe.begin()
+        start = time.perf_counter()
+        for _ in range(self._iterations):
+            self.out = self._target(*a, **k)
+        elapsed = max(time.perf_counter() - start, 1e-9)
+        if self._probe is not None:
+            self._probe.end(elapsed)
+        if self._teardown is not None:
+            self._teardown(*a, **k)
+        if timed:
+            self.times.append(elapsed)
+
+
 class PytestBenchmarkFixture:
     """The ``benchmark`` fixture (module doc): pytest-benchmark's API over opbench."""
 
@@ -229,7 +258,9 @@ class PytestBenchmarkFixture:
         self.extra_info: dict[str, Any] = {}
         self.stats: _Metadata | None = None
         self.has_error = False
-        self._state = config.stash[_STATE]
+        state = state_of(config)
+        assert state is not None  # made by opbench's pytest_configure, before any test runs
+        self._state = state
         self._config = config
         self._opbench = BenchmarkFixture(node, self._state)
         self._mode: str | None = None
@@ -322,48 +353,45 @@ class PytestBenchmarkFixture:
             return target(*a, **k)
         from opbench.core import disturbance
 
-        out: Any = None
-        times: list[float] = []
-        turns = self._state.turns
-        # The rounds as the opbench fixture times its blocks: on the fastest CPU (or in
-        # turns, in an `opbench ab` wave), each with the busy machine's signals.
         probe = disturbance.Probe(1) if disturbance.enabled() else None
-        with self._state.timed(), (contextlib.nullcontext() if turns is not None
-                                   else _on_fastest_cpu(1)):
-            if turns is not None:
-                turns.acquire()
-            try:
-                for i in range(warmup_rounds + rounds):
-                    a, k = prepared()
-                    if probe is not None:
-                        probe.begin()
-                    start = time.perf_counter()
-                    for _ in range(iterations):
-                        out = target(*a, **k)
-                    elapsed = max(time.perf_counter() - start, 1e-9)
-                    if probe is not None:
-                        probe.end(elapsed)
-                    if teardown is not None:
-                        teardown(*a, **k)
-                    if i >= warmup_rounds:
-                        times.append(elapsed)
-            finally:
-                if turns is not None:
-                    turns.release()
-        from opbench.core.identity import pytest_key
-        from opbench.core.measurement import Measurement, TaskSpec
-
-        spec = TaskSpec(f"{getattr(target, '__qualname__', repr(target))}(...)", "pass",
-                        label=self.fullname, name=pytest_key(self.fullname, None, 0))
+        rounds_run = _Rounds(target, prepared, teardown, iterations, probe)
+        with self._timing():
+            for i in range(warmup_rounds + rounds):
+                rounds_run.run(timed=i >= warmup_rounds)
+        times = rounds_run.times
         info: dict[str, Any] = {"pedantic": {"rounds": rounds, "warmup_rounds": warmup_rounds,
                                              "iterations": iterations}}
         signals = probe.record(times) if probe is not None else None
         if signals is not None:
             info[disturbance.INFO_KEY] = signals
-        result = Measurement(iterations, times, spec, info=info)
+        result = self._measurement(target, iterations, times, info)
         self._state.results.append(result)
         self._record(result, [t / iterations for t in times], iterations)
-        return out
+        return rounds_run.out
+
+    @contextlib.contextmanager
+    def _timing(self) -> Iterator[None]:
+        """Where pedantic's rounds are timed, as the opbench fixture times its blocks: on the
+        fastest CPU (or in turns, in an `opbench ab` wave), under the xdist lock."""
+        turns = self._state.turns
+        with self._state.timed(), (contextlib.nullcontext() if turns is not None
+                                   else on_fastest_cpu(1)):
+            if turns is not None:
+                turns.acquire()
+            try:
+                yield
+            finally:
+                if turns is not None:
+                    turns.release()
+
+    def _measurement(self, target: Callable[..., Any], iterations: int, times: list[float],
+                     info: dict[str, Any]) -> Any:
+        from opbench.core.identity import pytest_key
+        from opbench.core.measurement import Measurement, TaskSpec
+
+        spec = TaskSpec(f"{getattr(target, '__qualname__', repr(target))}(...)", "pass",
+                        label=self.fullname, name=pytest_key(self.fullname, None, 0))
+        return Measurement(iterations, times, spec, info=info)
 
     def weave(self, target: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("benchmark.weave (aspectlib) is pytest-benchmark's own: "

@@ -1,5 +1,9 @@
 """The ``opbench`` fixture: times code inside a test and records the result for the
-session (timed, confirmed by ``policy``, or counted in instruction or memory mode)."""
+session (timed, or counted in instruction or memory mode).
+
+When a timed result stands: a measurement the gate would call a regression is measured
+again, and all measurements are pooled (``confirmed``); a benchmark's own threshold
+(``threshold_of``)."""
 from __future__ import annotations
 
 import contextlib
@@ -9,15 +13,14 @@ from typing import Any
 
 import pytest
 
-from opbench.integrations.pytest_plugin import policy
-from opbench.integrations.pytest_plugin.options import _METHODS
-from opbench.integrations.pytest_plugin.session import _STATE, _Session
+from opbench.integrations.pytest_plugin.options import METHODS
+from opbench.integrations.pytest_plugin.state import State, state_of
 
 
 class BenchmarkFixture:
     """The ``opbench`` fixture: call it to time code; see ``__call__``."""
 
-    def __init__(self, node: pytest.Item, state: _Session) -> None:
+    def __init__(self, node: pytest.Item, state: State) -> None:
         self._node_id = node.nodeid
         marker = node.get_closest_marker("opbench")
         self._group = marker.kwargs.get("group") if marker is not None else None
@@ -98,14 +101,14 @@ class BenchmarkFixture:
                 m = opbench("sum(xs)", setup="xs = list(range(1000))", min_run_time=0.05)
                 assert m.median > 0
         """
-        if method not in _METHODS:
-            raise ValueError(f"method must be one of {', '.join(_METHODS)}; got {method!r}")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
         if mode not in (None, "memory"):
             raise ValueError(f"mode must be None (the session's) or 'memory', got {mode!r}")
         from opbench.timer import Timer
 
         state = self._state
-        own = policy.threshold_of(self._threshold if threshold is None else threshold)
+        own = threshold_of(self._threshold if threshold is None else threshold)
         timer = Timer(stmt, setup, globals=globals, name=self._key(name),
                       label=self._node_id if label is None else label,
                       sub_label=sub_label, description=description, **timer_kwargs)
@@ -134,7 +137,7 @@ class BenchmarkFixture:
                         turns.acquire()
                         return self._time(timed, method, min_run_time, max_run_time,
                                           min_samples, method_kwargs or {})
-                    with _on_fastest_cpu(timer.task_spec.num_threads):
+                    with on_fastest_cpu(timer.task_spec.num_threads):
                         return self._time(timed, method, min_run_time, max_run_time,
                                           min_samples, method_kwargs or {})
 
@@ -153,7 +156,7 @@ class BenchmarkFixture:
         return result
 
     def _confirmed(self, result: Any, measure: Callable[[], Any], threshold: float) -> Any:
-        return policy.confirmed(self._state, result, measure, threshold)
+        return confirmed(self._state, result, measure, threshold)
 
     def _time(self, timer: Any, method: str, min_run_time: float | None,
               max_run_time: float | None, min_samples: int | None,
@@ -186,13 +189,82 @@ class BenchmarkFixture:
                                     repeats=repeats, task_spec=timer.task_spec,
                                     out_prefix=os.environ[in_process.OUT_PREFIX_ENV])
 
-
     def _memory(self, timer: Any, number: int, repeats: int) -> Any:
         from opbench._checks import check_count
 
         check_count("memory_number", number)
         check_count("memory_repeats", repeats)
         return timer.memory(number, repeats=repeats)
+
+
+# Re-measurements of a benchmark that looks like a regression, before the gate decides.
+_CONFIRMATIONS = 2
+
+
+def confirmed(state: State, result: Any, measure: Callable[[], Any],
+              threshold: float) -> Any:
+    """``result``, or all its measurements pooled when the gate would call it a
+    regression and it was measured again.
+
+    A burst of load from another process during one measurement reads as a
+    slowdown; a real regression is there in every measurement. So a benchmark
+    the gate would fail is measured again (up to _CONFIRMATIONS times, while the
+    pooled measurements still look like a regression) and every measurement is
+    pooled into the result, each with equal weight (``pooled``): keeping the
+    fastest would bias the gate toward passing. ``info["remeasured"]`` says how
+    many were pooled, and the report lists them.
+    """
+    if state.baseline is None:
+        return result
+    from opbench import gate
+    from opbench.core import identity
+
+    key = identity.key(result)
+    baseline = [r for r in state.baseline.all() if identity.key(r) == key]
+    taken = [result]
+    while baseline and len(taken) <= _CONFIRMATIONS:
+        row = gate.compare(baseline, [pooled(taken)], threshold=threshold,
+                           metric=state.gate_on).rows
+        if not row or row[0].status not in ("regression", "possible regression"):
+            break
+        taken.append(measure())
+    if len(taken) == 1:
+        return result
+    result = pooled(taken)
+    result.info["remeasured"] = {"measurements": len(taken), "how": "pooled",
+                                 "why": "looked slower than the baseline"}
+    return result
+
+
+def pooled(measurements: list[Any]) -> Any:
+    """One Measurement of ``measurements`` (same statement) pooled with equal weight: each
+    gives as many per-run times as the smallest has blocks (evenly spaced order
+    statistics), so a measurement of many small blocks cannot outvote the others."""
+    if len(measurements) == 1:
+        return measurements[0]
+    from opbench.core.measurement import Measurement
+
+    n = min(len(m.times) for m in measurements)
+    times = []
+    for m in measurements:
+        ordered = sorted(m.times)
+        step = (len(ordered) - 1) / max(n - 1, 1)
+        times += [ordered[round(i * step)] for i in range(n)]
+    first = measurements[0]
+    return Measurement(1, times, first.task_spec, metadata=first.metadata,
+                       overhead=first.overhead, clock=first.clock, info=dict(first.info))
+
+
+def threshold_of(value: Any) -> float | None:
+    """A per-benchmark threshold ('10%' or 0.1) as a fraction; None when not given."""
+    if value is None:
+        return None
+    from opbench.integrations.cli import UsageError, parse_fraction
+
+    try:
+        return parse_fraction(str(value), "threshold")
+    except UsageError as e:
+        raise ValueError(str(e)) from None
 
 
 # CPUs probed at most to pick the fastest (beyond that, the last one is taken as is).
@@ -214,16 +286,15 @@ def _fastest_cpu(allowed: set[int]) -> int:
 
 
 @contextlib.contextmanager
-def _on_fastest_cpu(threads: int) -> Iterator[None]:
+def on_fastest_cpu(threads: int) -> Iterator[None]:
     """The measuring thread on the allowed CPU that runs fastest now, while a
     single-threaded benchmark is timed.
 
     On a shared machine the CPUs are not alike, and not for long: one whose hardware
-    sibling another tenant keeps busy runs code up to 2x slower (measured here: the same
-    function at 7.5 us on one CPU and 12.3 us on the other, every time for a while; then
-    the other way round), and a thread the scheduler moves between them reads one or the
-    other by chance, for each benchmark of each run: a history of such runs steps up and
-    down by 1.7x with no change of code. The fastest CPU is the one free of that load
+    sibling another tenant keeps busy runs code markedly slower, for a while, then the
+    other way round (docs/busy-machine.md), and a thread the scheduler moves between them
+    reads one or the other by chance, for each benchmark of each run: a history of such
+    runs steps up and down with no change of code. The fastest CPU is the one free of that load
     (``opbench ab``'s turns put every process on one CPU instead: there the sides share
     whatever it does). Parallel benchmarks are left to the scheduler (their threads need
     the CPUs)."""
@@ -258,7 +329,7 @@ def _recovered(measure: Callable[[], Any]) -> Any:
 
 
 def _taking_turns(timer: Any, turns: Any) -> Any:
-    from opbench.gate.turns import TakingTurns
+    from opbench.revisions.turns import TakingTurns
 
     return TakingTurns(timer, turns)
 
@@ -266,4 +337,6 @@ def _taking_turns(timer: Any, turns: Any) -> Any:
 @pytest.fixture
 def opbench(request: pytest.FixtureRequest) -> BenchmarkFixture:
     """Times code inside a test: ``opbench(fn_or_stmt, ...)`` returns the Measurement."""
-    return BenchmarkFixture(request.node, request.config.stash[_STATE])
+    state = state_of(request.config)
+    assert state is not None  # made by pytest_configure, before any test runs
+    return BenchmarkFixture(request.node, state)

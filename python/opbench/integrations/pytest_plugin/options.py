@@ -23,14 +23,15 @@ def load_args() -> list[str]:
     >>> load_args() in ([], ["-p", "opbench.integrations.pytest_plugin"])
     True
     """
-    installed = any(ep.value in (PLUGIN, "opbench.pytest_plugin")  # the latter: before 0.2
-                    for ep in importlib.metadata.entry_points(group="pytest11"))
+    installed = any(ep.value == PLUGIN for ep in importlib.metadata.entry_points(group="pytest11"))
     return [] if installed else ["-p", PLUGIN]
 
+
 # Methods of opbench.Timer (or opbench.core.stopping) the fixture measures with.
-_METHODS = ("blocked_autorange", "adaptive_autorange", "converge")
+METHODS = ("blocked_autorange", "adaptive_autorange", "converge")
 _SORT_KEYS = ("name", "median", "iqr", "samples", "ops")
-_LATEST = "latest"
+# What --opbench-compare without a path compares with: this machine's latest autosaved run.
+LATEST = "latest"
 # Instruction mode: calls per counted loop, and counted loops per benchmark.
 _INSTRUCTION_NUMBER = 100
 _INSTRUCTION_REPEATS = 3
@@ -42,7 +43,7 @@ _MEMORY_REPEATS = 3
 _MIN_SAMPLES = 40
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def add_options(parser: pytest.Parser) -> None:
     """Registers every ``--opbench-*`` option with its help: the one table of them
     (``pytest --help`` shows it, and docs/pytest-options.rst is generated from it)."""
     group = parser.getgroup("opbench", "opbench benchmarks (the `opbench` fixture)")
@@ -53,7 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "$OPBENCH_RESULTS_FILE when set, as in the runs of opbench ab).")
     add("--opbench-autosave", action="store_true", default=False,
         help="save the results as this machine's next numbered run under .opbench/.")
-    add("--opbench-compare", metavar="PATH", nargs="?", const=_LATEST, default=None,
+    add("--opbench-compare", metavar="PATH", nargs="?", const=LATEST, default=None,
         help="compare the results with a saved file (no PATH: this machine's latest "
              "autosaved run).")
     add("--opbench-fail-above", metavar="THRESHOLD", default=None,
@@ -120,7 +121,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "the timed regions).")
 
 
-# Set by `opbench find` (= opbench.gate.bisection.SELECT_ENV): the benchmark keys (a JSON
+# Set by `opbench find` (= opbench.revisions.bisection.SELECT_ENV): the benchmark keys (a JSON
 # list) a run needs; every test that holds none of them is deselected.
 _SELECT_ENV = "OPBENCH_SELECT"
 # The fixtures that make a test a benchmark (pytest-benchmark's, served by opbench when
@@ -151,7 +152,8 @@ def _select_keys() -> list[str] | None:
     return keys
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def select_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselects what ``--opbench-only``, ``--opbench-skip`` and ``$OPBENCH_SELECT`` leave out."""
     only, skip = config.getoption("opbench_only"), config.getoption("opbench_skip")
     keys = _select_keys()
     if not (only or skip or keys is not None):
