@@ -125,6 +125,15 @@ def test_counts_are_compared_with_counts_and_a_mix_is_set_aside() -> None:
     assert report.mismatched == ("b()",)
 
 
+def test_a_count_row_shows_the_figures_its_ratio_divides() -> None:
+    # Repeats that differ: each side's figure is its fewest, as InstructionCounts.per_run.
+    old = InstructionCounts(100, (50_300, 50_000, 50_100), TaskSpec("a()", "pass"))
+    new = InstructionCounts(100, (60_000, 60_600, 60_200), TaskSpec("a()", "pass"))
+    (row,) = compare([old], [new]).rows
+    assert (row.baseline, row.new) == (old.per_run, new.per_run) == (500.0, 600.0)
+    assert row.decision.ratio == pytest.approx(row.new / row.baseline) == 1.2
+
+
 def test_nothing_in_common_is_an_error_not_a_pass() -> None:
     with pytest.raises(NothingToCompareError, match="no benchmark is in both"):
         compare([_times("a()", 1e-6)], [_times("b()", 1e-6)])

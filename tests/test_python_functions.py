@@ -115,7 +115,9 @@ def test_under_valgrind_the_changed_function_heads_the_diff(tmp_path: Path) -> N
     changes = python_diff(tables["base"], tables["head"], number=20)
     assert changes[0].function == "bench.py:key" and changes[0].exclusive_change > 0
     assert changes[0].short_name == "key (bench.py:8)"
-    # work's own code is the same in both: what it allocates (the sorted copy) may land on
-    # another pymalloc path, never a share of key's change.
+    # work's own code is the same in both. (It once read +1 or more in CI when key() read
+    # os.environ on every call, whose allocations shared the loop's pools with work's
+    # sorted copy; read once at import, work's change was 0.0 in 11 runs here, 8 of them
+    # beside two spinning processes.)
     work = [c.exclusive_change for c in changes if c.function == "bench.py:work"]
-    assert all(abs(w) < 0.01 * changes[0].exclusive_change for w in work), work
+    assert not [w for w in work if w > 1], work

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from opbench.core.measurement import TaskSpec
+from opbench.stats import decide
 
 __all__ = ["InstructionCounts"]
 
@@ -71,9 +72,9 @@ class InstructionCounts:
         call gives a negative figure rather than its raw count (loop included),
         which would be another unit. Collectors count the baseline with an
         empty call of the statement's own kind, so that stays near zero. The
-        fewest of the repeats (the module's doc says why).
+        fewest of the repeats (``decide.count_figure``; the module's doc says why).
         """
-        return (min(self.counts) - self.baseline) / self.number_per_run
+        return (decide.count_figure(self.counts) - self.baseline) / self.number_per_run
 
     @property
     def median(self) -> float:

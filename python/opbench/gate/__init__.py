@@ -166,7 +166,7 @@ def decided(key: str, kind: str, x_runs: list[list[float]], y_runs: list[list[fl
     y = [v for values in y_runs for v in values]
     if kind == "instructions":
         decision = decide.counts(x, y, threshold)
-        base, head = statistics.median(x), statistics.median(y)
+        base, head = decide.count_figure(x), decide.count_figure(y)
     elif kind in _MEMORY_KINDS:
         decision = decide_memory(x, y, threshold, kind)
         base, head = statistics.median(x), statistics.median(y)

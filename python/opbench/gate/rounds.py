@@ -82,9 +82,9 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
             entry = per_key.setdefault(key, (kind_new, [], []))
             per_block.setdefault(key, []).append(labels[r])
             entry[1].append(run_figure.value(x, statistic) if kind_new == "time"
-                            else statistics.median(x))
+                            else decide.count_figure(x))
             entry[2].append(run_figure.value(y, statistic) if kind_new == "time"
-                            else statistics.median(y))
+                            else decide.count_figure(y))
             if any(_HOPELESS in notes.get(key, "") for notes in (busy_base, busy_head)):
                 hopeless.setdefault(key, []).append(len(entry[1]) - 1)
         for key in old:
@@ -107,7 +107,7 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
             shown = statistics.geometric_mean(x), statistics.geometric_mean(y)
         else:
             d = decide.counts(x, y, t)
-            shown = statistics.median(x), statistics.median(y)
+            shown = decide.count_figure(x), decide.count_figure(y)
         rows.append(Row(key, kind, *shown, (len(x), len(y)), d, (len(x), len(y))))
     rows.sort(key=lambda r: -r.decision.ratio)
     what = "10th percentiles" if statistic == "p10" else "medians"

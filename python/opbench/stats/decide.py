@@ -89,7 +89,7 @@ from opbench import stats
 from opbench.stats import run_figure, student_t
 from opbench.stats.error_spending import holm, look_confidence, looks, run_look_confidence
 
-__all__ = ["VERDICTS", "Decision", "check_threshold", "counts", "figures", "holm",
+__all__ = ["VERDICTS", "Decision", "check_threshold", "count_figure", "counts", "figures", "holm",
            "look_confidence", "looks", "paired", "run_look_confidence", "runs", "runs_p_value",
            "two_samples", "verdict"]
 
@@ -286,6 +286,13 @@ def figures(old: Sequence[float], new: Sequence[float], threshold: float,
                    f"the {run_figure.describe(statistic)}")
 
 
+def count_figure(values: Sequence[float]) -> float:
+    """One side's figure of counts, one per repeat: the fewest, as
+    ``InstructionCounts.per_run`` (which says why); what ``counts`` divides and a
+    table shows beside its ratio."""
+    return min(values)
+
+
 def counts(old: Sequence[float], new: Sequence[float], threshold: float) -> Decision:
     """The verdict on instruction counts per run, one per repeat: no sampling noise, so a
     1% change is caught on the noisiest machine.
@@ -295,7 +302,7 @@ def counts(old: Sequence[float], new: Sequence[float], threshold: float) -> Deci
     allocator's pools). The interval is therefore the whole range the repeats allow,
     ``min(new) / max(old)`` to ``max(new) / min(old)``: a change inside that range
     is "inconclusive", never a verdict the repeats contradict. The ratio is of the
-    fewest counts, as ``InstructionCounts.per_run`` (which says why).
+    sides' ``count_figure``.
 
     Example:
         >>> counts([10_000], [10_100], 0.005).verdict
@@ -308,7 +315,7 @@ def counts(old: Sequence[float], new: Sequence[float], threshold: float) -> Deci
     """
     check_threshold(threshold)
     old, new = _check_sample("old", old), _check_sample("new", new)
-    ratio = min(new) / min(old)
+    ratio = count_figure(new) / count_figure(old)
     ci = (min(new) / max(old), max(new) / min(old))
     result = verdict(*ci, threshold)
     reason = ("the repeats' spread straddles the threshold" if result == "inconclusive"
