@@ -34,6 +34,7 @@ import html
 import json
 import os
 import re
+import statistics
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,7 @@ def _series_json(series: _history.Series, detection: Any, title: str,
     elif series.kind in _history.MEMORY_KINDS:  # per call: allocations, or bytes
         unit, scale = f"{series.kind} per call", 1.0
     else:
-        unit, scale = select_unit(_history._median([p.value for p in series.points]))
+        unit, scale = select_unit(statistics.median([p.value for p in series.points]))
     commits, points = [], []
     for i, (commit, pts) in enumerate(groups):
         git = pts[0].run.git

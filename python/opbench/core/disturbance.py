@@ -51,6 +51,7 @@ import collections
 import dataclasses
 import math
 import os
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -304,14 +305,14 @@ def judge(times: Sequence[float], record: dict[str, Any]) -> Disturbance:
     clean = sorted(t for t, bad in zip(times, disturbed) if not bad)
     shift = None
     if len(clean) >= MIN_CLEAN and any(disturbed):
-        shift = _median(sorted(times)) / _median(clean) - 1
+        shift = statistics.median(times) / statistics.median(clean) - 1
     total = math.fsum(times)
     wait = math.fsum(w * t for w, t in zip(waits, times)) / total if total > 0 else 0.0
     return Disturbance(
         blocks=len(times), waiting_blocks=sum(waiting), slow_blocks=sum(slow),
         disturbed_blocks=sum(disturbed), wait=wait,
-        median_wait=_median(sorted(waits)) if waits else 0.0,
-        slowdown=_median(sorted(slowdowns)) if slowdowns else 1.0, shift=shift,
+        median_wait=statistics.median(waits) if waits else 0.0,
+        slowdown=statistics.median(slowdowns) if slowdowns else 1.0, shift=shift,
         threads=int(record.get("threads", 1)), cpus=int(record.get("cpus", 1)),
         others=record.get("others"), steal=record.get("steal"),
     )
@@ -402,9 +403,3 @@ def warn_disturbed(title: str) -> None:
          "and its figure is too high (Measurement.disturbance says how much). Measure again "
          "on a quiet machine; `python -m opbench check` says what is running.",
          once="disturbed")
-
-
-def _median(ordered: Sequence[float]) -> float:
-    n = len(ordered)
-    mid = n // 2
-    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2

@@ -35,6 +35,7 @@ import dataclasses
 import datetime
 import math
 import os
+import statistics
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -162,12 +163,6 @@ def _on_full_speed(points: list[Point]) -> list[Point]:
     return full or points
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 @dataclasses.dataclass
 class History:
     """A machine's runs in commit order, and what could not be loaded (``problems``)."""
@@ -197,7 +192,7 @@ class History:
                 for c in run.results.memory:
                     values = _memory_series(c).get(key, (kind, ()))[1]
                     if values:
-                        points.append(Point(run, _median(list(values)), min(values), max(values)))
+                        points.append(Point(run, statistics.median(values), min(values), max(values)))
             return Series(key, kind, points)
         for run in self.runs:
             for r in (run.results if kind == TIME else run.results.instructions):
@@ -236,12 +231,12 @@ def _slowed(history: History) -> dict[Path, float]:
             continue
         figures = [{identity.key(r): math.log(_point(run, r, TIME).value) for r in run.results}
                    for run in runs]
-        centre = {key: _median([f[key] for f in figures if key in f])
+        centre = {key: statistics.median([f[key] for f in figures if key in f])
                   for key in {k for f in figures for k in f}}
         effects = []
         for f in figures:
             shared = [f[k] - centre[k] for k in f if sum(k in g for g in figures) > 1]
-            effects.append(_median(shared) if len(shared) >= _SLOWED_BENCHMARKS else None)
+            effects.append(statistics.median(shared) if len(shared) >= _SLOWED_BENCHMARKS else None)
         known = [e for e in effects if e is not None]
         if not known:
             continue
