@@ -12,6 +12,7 @@ import pytest
 import history_repo
 from opbench._text import short_commit
 from opbench.revisions import RevisionError, backfill
+from opbench.stats import changepoints
 from opbench.store import history
 
 
@@ -55,10 +56,13 @@ def test_a_range_runs_in_passes_in_worktrees_and_saves_each_commits_facts(tagged
     git = groups[0][1][0].run.git
     assert git["tags"] == ["v1.0"] and git["subject"] == "change 10" and not git["dirty"]
     assert git["branch"] is None and history.label(groups[1][1]) == short_commit(commits[11])
-    # The 15% step is the strongest change (with two runs a commit, the replicates' noise
-    # is known from three pairs, so a second change within a few percent can pass z_min).
-    step = max(series.detect().changes, key=lambda c: c.z)
-    assert step.kind == "step" and step.exceeds_noise
+    # Every run saw the 15% step at v1.1 (noise: 1% a sample, 0.3% a run). Whether change
+    # points find it in three commits of two runs each is not backfill's to say: on so few
+    # replicates the detector's noise estimate varies (it came out a drift, or a second
+    # step, in CI); tests/test_changepoints.py measures detection.
+    levels = [[p.value for p in points] for _, points in groups]
+    assert max(levels[0] + levels[1]) * 1.1 < min(levels[2])
+    step = changepoints.Change("step", 1, 2, 0.15, levels[1][0], levels[2][0], 30.0, True)
     assert history.commit_range(series, step) == (f"{short_commit(commits[11])}..{short_commit(commits[12])} "
                                                   f"({short_commit(commits[11])}..v1.1)")
 
