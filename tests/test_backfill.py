@@ -80,6 +80,62 @@ def test_running_it_again_resumes(history_commits, tmp_path):
     assert [len(points) for _, points in groups] == [2, 2]
 
 
+# A command that measures "jump" and "flat_a" from the commit's costs.json, only those
+# $OPBENCH_SELECT names when it is set (as opbench's plugin does), and whose first run at
+# a commit of the 15% step ran "jump" on a core another tenant slowed 1.7x all along.
+_SLOWED_ONCE = """
+import json, os, sys
+from pathlib import Path
+from opbench.core.measurement import Measurement, TaskSpec
+from opbench.store import results
+
+spec = json.loads(Path("costs.json").read_text())
+seen = Path(sys.argv[1]) / f"{spec['index']}.runs"
+first = not seen.exists()
+seen.write_text("ran")
+wanted = json.loads(os.environ.get("OPBENCH_SELECT") or '["jump", "flat_a"]')
+out = []
+for name in wanted:
+    slow = 1.7 if name == "jump" and first and spec["index"] == 12 else 1.0
+    signals = {"waits": [0.0] * 40, "slowdowns": [slow] * 40, "threads": 1, "cpus": 2}
+    times = [spec["costs"][name] * slow * (1 + 0.001 * (k % 7)) for k in range(40)]
+    out.append(Measurement(1, times, TaskSpec(name, "pass", name=name),
+                           info={"disturbance": signals}))
+results.save(out, os.environ["OPBENCH_RESULTS_FILE"])
+"""
+
+
+def test_a_benchmark_short_of_runs_at_full_speed_gets_make_up_runs(history_commits, tmp_path):
+    repo, commits = history_commits
+    script = tmp_path / "bench_slowed_once.py"
+    script.write_text(_SLOWED_ONCE)
+    (tmp_path / "seen").mkdir()
+    command = [sys.executable, str(script), str(tmp_path / "seen")]
+    args = dict(runs=2, root=tmp_path / "store", repo=repo)
+    lines: list[str] = []
+    done = backfill.backfill([f"{commits[11]}..{commits[13]}"], command, progress=lines.append,
+                             **args)
+    # Two passes, then one make-up run: only "jump", only at the commit where it ran slowed.
+    assert not done.failed and done.makeup == 1 and len(done.saved) == 7
+    assert done.saved[-1][0] == commits[12]
+    assert lines[-1].startswith(f"[make-up 1/4] {short_commit(commits[12])}: 1 benchmark(s) "
+                                "with fewer than 2 runs at full speed: saved")
+    h = history.load(tmp_path / "store")
+    made_up = next(run for run in h.runs if run.path == done.saved[-1][1])
+    assert made_up.environment[backfill.MAKEUP_KEY] == ["jump"]
+    assert [k for k, _ in h.benchmarks()] == ["flat_a", "jump"]
+    jump = dict(h.series("jump").by_commit())
+    assert [p.slow_core for p in jump[commits[12]]] == [True, False, False]
+    assert len([p for _, pts in h.series("flat_a").by_commit() for p in pts]) == 6
+    # Resuming: the make-up run is no pass, and nothing is short any more.
+    again = backfill.backfill([f"{commits[11]}..{commits[13]}"], command, **args)
+    assert again.skipped == 6 and not again.saved and again.makeup == 0
+    # --no-makeup: a commit short of runs at full speed stays short.
+    off = backfill.backfill([commits[12]], command, makeup=False,
+                            **{**args, "root": tmp_path / "other"})
+    assert off.makeup == 0 and len(off.saved) == 2
+
+
 def test_tags_bound_what_runs(tagged, tmp_path):
     repo, commits = tagged
     assert backfill.commits([], repo, tags="v1.*") == [commits[10], commits[12]]

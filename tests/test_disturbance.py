@@ -103,6 +103,27 @@ def test_merge_pools_the_blocks_in_order_and_needs_every_replicate():
     assert disturbance.merge([QUIET, None]) is None
 
 
+def test_merged_replicates_of_two_processes_are_against_the_faster_full_speed():
+    # The second process's full speed was 1.5x slower (its core shared all along): its
+    # blocks, 1.0 against its own best, are 1.5 against the first's.
+    merged = disturbance.merge([{**QUIET, "speed_ns": 1000}, {**QUIET, "speed_ns": 1500}])
+    assert merged["slowdowns"] == [1.0] * 20 + [1.5] * 20 and merged["speed_ns"] == 1000
+    # Without both full speeds, the slowdowns stay as each process recorded them.
+    assert disturbance.merge([{**QUIET, "speed_ns": 1000}, QUIET])["slowdowns"] == [1.0] * 40
+
+
+def test_a_figure_is_as_slow_as_the_blocks_it_is_taken_from():
+    # The fastest 4 blocks ran at full speed, the other 36 on a shared core.
+    times = [1.0] * 4 + [1.8] * 36
+    m = _measurement(times, {**QUIET, "waits": [0.0] * 40, "slowdowns": [1.0] * 4 + [1.7] * 36,
+                             "speed_ns": 900})
+    assert disturbance.figure_slowdown(m, 1.0) == 1.0
+    assert disturbance.figure_slowdown(m, 1.8) == 1.7
+    assert disturbance.full_speed_ns(m) == 900.0
+    assert disturbance.full_speed_ns(_measurement(times, {**QUIET})) is None
+    assert disturbance.figure_slowdown(_measurement(times), 1.0) is None
+
+
 # -- the Measurement ---------------------------------------------------------------------
 
 def test_a_disturbed_measurement_warns_in_its_text_and_has_warnings():
@@ -213,6 +234,7 @@ def test_a_timer_records_one_wait_and_slowdown_per_block(probing):
     assert len(signals["waits"]) == len(signals["slowdowns"]) == len(m.raw_times)
     assert all(w >= 0 for w in signals["waits"]) and all(v > 0 for v in signals["slowdowns"])
     assert signals["threads"] == 1 and signals["cpus"] == environment.allowed_cpus()
+    assert isinstance(signals["speed_ns"], int) and signals["speed_ns"] > 0
     assert isinstance(m.disturbance, disturbance.Disturbance)
 
 

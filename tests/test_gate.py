@@ -208,6 +208,24 @@ def test_memory_counts_give_a_row_per_figure_and_one_more_allocation_fails():
     assert compare([_memory(5)], [_memory(5)], threshold=0.05).exit_status == 0
 
 
+def test_rounds_of_memory_counts_are_decided_by_the_gates_rules():
+    # opbench ab's rounds and the gate decide one allocation a call more alike: a regression
+    # (1% more: the relative rule of instruction counts would call it the same).
+    from opbench.gate.rounds import decide_rounds
+    from opbench.store.results import Results
+
+    rounds = [(Results(memory=[_memory(100)]), Results(memory=[_memory(101, leak=64)]))] * 2
+    rows = {r.key: r for r in decide_rounds(rounds, threshold=0.05, confidence=0.95,
+                                            inconclusive="fail", look=1, looks=1).rows}
+    gate = {r.key: r for r in compare([_memory(100)], [_memory(101, leak=64)],
+                                      threshold=0.05).rows}
+    assert set(rows) == set(gate)
+    for key, row in rows.items():
+        assert (row.status, row.baseline, row.new) == (gate[key].status, gate[key].baseline,
+                                                       gate[key].new)
+    assert rows["f [allocations]"].status == "regression" and rows["f [leak]"].status == "regression"
+
+
 def test_the_columns_are_the_figures_the_ratio_divides() -> None:
     # One run a side: each side's 10th percentile of per-run times, New / Baseline = Ratio.
     one = compare([_m(1e-6, spread=0.05)], [_m(1.5e-6, spread=0.05)]).rows[0]

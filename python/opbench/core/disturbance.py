@@ -70,7 +70,9 @@ __all__ = [
     "Probe",
     "check_threads",
     "enabled",
+    "figure_slowdown",
     "footnote",
+    "full_speed_ns",
     "judge",
     "merge",
     "slowdown_now",
@@ -191,7 +193,8 @@ class Probe:
         if not self.available:
             return None
         pending = {t: list(blocks) for t, blocks in self._blocks.items()}
-        best = 2 * _best_speed_ns[0] if _best_speed_ns else 0
+        full = _best_speed_ns[0] if _best_speed_ns else 0
+        best = 2 * full  # a block's speed is the sum of the probes before and after it
         waits, slowdowns = [], []
         for t in times:
             seen = pending.get(t)
@@ -202,8 +205,10 @@ class Probe:
             slowdowns.append(round(speed / best, 3) if best else 1.0)
         end = _snapshot()
         others, steal = _recent_others(end)
-        return {"waits": waits, "slowdowns": slowdowns, "threads": self._threads,
-                "cpus": environment.allowed_cpus(),
+        # speed_ns: what "full speed" was for this process, so a history can compare
+        # processes (one that ran slowed all along reads 1.0 against its own best).
+        return {"waits": waits, "slowdowns": slowdowns, "speed_ns": full or None,
+                "threads": self._threads, "cpus": environment.allowed_cpus(),
                 "others": None if others is None else round(others, 2),
                 "steal": None if steal is None else round(steal, 3)}
 
@@ -328,7 +333,14 @@ def merge(records: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
     steal = [r["steal"] for r in known if r.get("steal") is not None]
     merged: dict[str, Any] = {"waits": [w for r in known for w in r["waits"]]}
     if all(r.get("slowdowns") for r in known):
-        merged["slowdowns"] = [v for r in known for v in r["slowdowns"]]
+        # Replicates from several processes: each one's slowdowns against the fastest of
+        # their full speeds, where they all say what theirs was.
+        speeds = [float(r.get("speed_ns") or 0) for r in known]
+        best = min(speeds)
+        merged["slowdowns"] = [round(v * s / best, 3) if best else v
+                               for r, s in zip(known, speeds) for v in r["slowdowns"]]
+        if best:
+            merged["speed_ns"] = best
     merged.update({"threads": known[0].get("threads", 1), "cpus": known[0].get("cpus", 1),
                    "others": max(others) if others else None,
                    "steal": max(steal) if steal else None})
@@ -353,6 +365,33 @@ def undisturbed(result: Any) -> tuple[list[float], str | None]:
                       f"{len(times)} blocks")
     return times, (f"the machine was busy and no block ran undisturbed ({d.reason()}): its "
                    "figure is too high and the verdict may be wrong")
+
+
+def figure_slowdown(result: Any, figure: float) -> float | None:
+    """How much slower than its process's full speed the core ran around the blocks of
+    ``result`` (a Measurement) its ``figure`` is taken from, those at or below it (a low
+    quantile's: the fastest few): the median of their slowdowns; None without probe
+    readings."""
+    record = _record(result)
+    slowdowns = record.get("slowdowns") if record else None
+    if not slowdowns or len(slowdowns) != len(result.times):
+        return None
+    below = [v for t, v in zip(result.times, slowdowns) if t <= figure]
+    return float(statistics.median(below or slowdowns))
+
+
+def full_speed_ns(result: Any) -> float | None:
+    """The speed probe's nanoseconds at the full speed of the process that measured
+    ``result``, which its slowdowns are against (None where the record predates it). Against
+    other processes' (``opbench.store.history``) it tells a process that ran slowed all
+    along, whose blocks read 1.0 against its own best."""
+    speed = (_record(result) or {}).get("speed_ns")
+    return float(speed) if isinstance(speed, (int, float)) and speed > 0 else None
+
+
+def _record(result: Any) -> dict[str, Any] | None:
+    record = (getattr(result, "info", None) or {}).get(INFO_KEY)
+    return record if isinstance(record, dict) else None
 
 
 #: What a figure the busy machine pushed up carries after it, in tables and summaries.

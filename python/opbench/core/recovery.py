@@ -34,10 +34,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opbench import environment
+from opbench import _C, environment
 from opbench.core.disturbance import INFO_KEY, SLOW_LIMIT, slowdown_now
 
-__all__ = ["BUDGET_SHARE", "QUIET_WAIT_S", "default_budget", "recovered", "remeasure", "wait_until_free"]
+__all__ = ["BUDGET_SHARE", "QUIET_WAIT_S", "default_budget", "recovered", "remeasure",
+           "wait_for_speed", "wait_until_free"]
 
 #: How long to wait, at most, for CPUs to come free before a try: a burst of other
 #: work (a compile step, a test process) of about a second passes; one that lasts
@@ -74,6 +75,24 @@ def wait_until_free(threads: int, timeout: float) -> bool:
             return True
         previous = now
     return False
+
+
+def wait_for_speed(full_speed_ns: float, limit: float, timeout: float) -> bool:
+    """Waits up to ``timeout`` seconds until this core runs the speed probe within ``limit``
+    times ``full_speed_ns`` (a full speed other processes recorded: a history's, where
+    this process's own best may be a slowed core's); True when it does. Before a run is
+    started again because its core was slowed (``opbench.revisions.backfill``'s make-up
+    runs): another tenant's work on a core comes and goes over seconds."""
+    deadline = time.monotonic() + timeout
+    while _C.cpu_speed_probe_ns(2, 1000) > limit * full_speed_ns:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_SPEED_POLL_S)
+    return True
+
+
+# How often wait_for_speed reads the probe (2 us of work a read).
+_SPEED_POLL_S = 0.02
 
 
 def _others_leave(threads: int, cpus: int, previous: Any, now: Any) -> bool:

@@ -75,10 +75,9 @@ from typing import Any
 from opbench import _choices
 from opbench.core import identity
 from opbench.core.memory import KINDS as _MEMORY_KINDS
-from opbench.core.memory import decide_memory
 from opbench.errors import NothingToCompareError
 from opbench.gate.pooling import METRICS, by_run, disturbed_notes, pool, remeasured
-from opbench.gate.verdicts import FORMATS, Report, Row, describe_environment, environment_differences
+from opbench.gate.verdicts import FORMATS, Report, Row, counted, describe_environment, environment_differences
 from opbench.stats import decide, run_figure
 
 __all__ = ["FORMATS", "METRICS", "POLICIES", "Report", "Row", "compare", "decided",
@@ -164,13 +163,10 @@ def decided(key: str, kind: str, x_runs: list[list[float]], y_runs: list[list[fl
     of their pooled blocks; Baseline and New are what the ratio divides."""
     x = [v for values in x_runs for v in values]
     y = [v for values in y_runs for v in values]
-    if kind == "instructions":
-        decision = decide.counts(x, y, threshold)
-        base, head = decide.count_figure(x), decide.count_figure(y)
-    elif kind in _MEMORY_KINDS:
-        decision = decide_memory(x, y, threshold, kind)
-        base, head = statistics.median(x), statistics.median(y)
-    elif len(x_runs) > 1 and len(y_runs) > 1:  # runs are the replicates (unpaired)
+    runs = (len(x_runs), len(y_runs))
+    if kind == "instructions" or kind in _MEMORY_KINDS:
+        return counted(key, kind, x, y, threshold, runs)
+    if len(x_runs) > 1 and len(y_runs) > 1:  # runs are the replicates (unpaired)
         fx = [run_figure.value(v) for v in x_runs]
         fy = [run_figure.value(v) for v in y_runs]
         decision = decide.runs(fx, fy, threshold, confidence, paired=False)
@@ -178,7 +174,7 @@ def decided(key: str, kind: str, x_runs: list[list[float]], y_runs: list[list[fl
     else:
         decision = decide.figures(x, y, threshold, confidence)
         base, head = run_figure.value(x), run_figure.value(y)
-    return Row(key, kind, base, head, (len(x), len(y)), decision, (len(x_runs), len(y_runs)))
+    return Row(key, kind, base, head, (len(x), len(y)), decision, runs)
 
 
 def _environment_notes(baseline: Any, new: Any) -> list[str]:

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from opbench.core import identity
 from opbench.gate.pooling import disturbed_notes, pool
-from opbench.gate.verdicts import Report, Row
+from opbench.gate.verdicts import Report, Row, counted
 from opbench.stats import decide, run_figure
 from opbench.store.results import Results
 
@@ -99,16 +99,15 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
     rows = []
     for key, (kind, x, y) in per_key.items():
         t = own.get(key, threshold)
-        if kind == "time":
-            # "Same" by the equivalence test at the look's level: Holm's correction guards
-            # the verdicts that fail or praise a change, and would make "same" unreachable.
-            d = decide.runs(x, y, t, 1 - levels.get(key, alpha), blocks=per_block[key],
-                            equivalence_alpha=alpha)
-            shown = statistics.geometric_mean(x), statistics.geometric_mean(y)
-        else:
-            d = decide.counts(x, y, t)
-            shown = decide.count_figure(x), decide.count_figure(y)
-        rows.append(Row(key, kind, *shown, (len(x), len(y)), d, (len(x), len(y))))
+        if kind != "time":  # counts, by the gate's rules: a round's fewest count a value
+            rows.append(counted(key, kind, x, y, t, (len(x), len(y))))
+            continue
+        # "Same" by the equivalence test at the look's level: Holm's correction guards
+        # the verdicts that fail or praise a change, and would make "same" unreachable.
+        d = decide.runs(x, y, t, 1 - levels.get(key, alpha), blocks=per_block[key],
+                        equivalence_alpha=alpha)
+        rows.append(Row(key, kind, statistics.geometric_mean(x), statistics.geometric_mean(y),
+                        (len(x), len(y)), d, (len(x), len(y))))
     rows.sort(key=lambda r: -r.decision.ratio)
     what = "10th percentiles" if statistic == "p10" else "medians"
     grouped = ("paired by round" if len(set(labels)) == len(labels) else

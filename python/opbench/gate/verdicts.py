@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,6 +28,7 @@ from opbench import _markdown as md
 from opbench._text import printable, report_html
 from opbench.core.formatting import format_value
 from opbench.core.memory import KINDS as _MEMORY_KINDS
+from opbench.core.memory import decide_memory
 from opbench.stats import decide, run_figure
 
 __all__ = ["FORMATS", "Report", "Row", "describe_environment", "environment_differences"]
@@ -84,6 +86,19 @@ class Row:
         if d.possible_improvement:
             return "possible improvement"
         return d.verdict
+
+
+def counted(key: str, kind: str, x: list[float], y: list[float], threshold: float,
+            runs: tuple[int, int] = (1, 1)) -> Row:
+    """The Row of a benchmark of counts from each side's values: instructions per run by
+    ``decide.counts`` (Baseline and New its fewest counts), a memory figure per call by
+    ``opbench.core.memory.decide_memory`` (one allocation a call more is a regression;
+    Baseline and New the medians), for the gate and ``opbench ab``'s rounds alike."""
+    if kind in _MEMORY_KINDS:
+        return Row(key, kind, statistics.median(x), statistics.median(y), (len(x), len(y)),
+                   decide_memory(x, y, threshold, kind), runs)
+    return Row(key, kind, decide.count_figure(x), decide.count_figure(y), (len(x), len(y)),
+               decide.counts(x, y, threshold), runs)
 
 
 @dataclasses.dataclass(frozen=True)

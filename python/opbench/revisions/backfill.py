@@ -23,6 +23,20 @@ again resumes it. A run that fails is reported and skipped (the next pass
 tries the commit again); Ctrl-C stops the running command and keeps every run
 saved so far.
 
+**Make-up runs.** On a shared machine a run can share its core with another
+tenant's work all along its fastest blocks: its figure is then 1.3 to 2x the
+code's (``benchmarks/real_history.py``), and the history leaves it out of its
+commit's level (``opbench.store.history``: the speed probe says so), so the commit
+is left with fewer replicates than asked for, or none. After the passes, each
+commit where a benchmark has fewer than ``runs`` runs at full speed gets a
+make-up run of just those benchmarks (``$OPBENCH_SELECT``, which opbench's pytest
+plugin reads; another command runs whole), up to ``2 * runs`` rounds; each waits
+up to 3 s for this core to run the speed probe at the history's full speed
+(``opbench.core.recovery.wait_for_speed``: the other tenant's work comes and goes
+over seconds). A make-up run is saved with the benchmarks it ran (``MAKEUP_KEY`` in
+its environment) and is not counted as one of a commit's passes when a backfill
+resumes.
+
 Example::
 
     done = backfill(["v1.0..main"], ["python", "-m", "pytest", "benchmarks/"], runs=3)
@@ -32,21 +46,33 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from opbench._text import short_commit
+from opbench.core import recovery
 from opbench.errors import ResultsFileError
 from opbench.revisions import RevisionError
-from opbench.revisions.bisection import BisectError, commits_between
+from opbench.revisions.bisection import SELECT_ENV, BisectError, commits_between
 from opbench.revisions.checkout import run_at
 from opbench.revisions.git import git, resolve
 from opbench.store import baselines, history
 from opbench.store.results import load
 
-__all__ = ["Backfill", "backfill", "commits"]
+__all__ = ["MAKEUP_KEY", "Backfill", "backfill", "commits"]
+
+#: Where a make-up run's environment lists the benchmarks it ran (the others did not).
+MAKEUP_KEY = "makeup"
+# Make-up rounds, per run asked for: beside two spinning processes on two CPUs, 40% to 60%
+# of the runs of the longer benchmarks shared their core (benchmarks/real_history.py), and
+# with one round per run asked for, a commit in ten was left with a single run at full
+# speed, which is no level.
+_MAKEUP_ROUNDS = 2
+# How long a make-up run waits for this core to run at the history's full speed.
+_MAKEUP_WAIT_S = 3.0
 
 
 def commits(revs: Sequence[str], repo: str | Path = ".", *, tags: str | None = None,
@@ -92,28 +118,48 @@ def commits(revs: Sequence[str], repo: str | Path = ".", *, tags: str | None = N
 @dataclasses.dataclass
 class Backfill:
     """What a backfill did: the commits, in order; ``saved`` (commit, path) per run
-    saved; ``skipped`` runs the history already held; ``failed`` (commit, why) per run
-    that failed; ``interrupted`` when Ctrl-C stopped it."""
+    saved (make-up runs included); ``skipped`` runs the history already held; ``makeup``
+    make-up runs tried; ``failed`` (commit, why) per run that failed; ``interrupted`` when
+    Ctrl-C stopped it."""
 
     commits: list[str]
     saved: list[tuple[str, Path]] = dataclasses.field(default_factory=list)
     skipped: int = 0
+    makeup: int = 0
     failed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     interrupted: bool = False
 
 
 def _held(root: str | Path | None) -> collections.Counter[str]:
-    """Runs per commit the history holds already (clean checkouts only)."""
+    """Runs per commit the history holds already (clean checkouts only; make-up runs, of a
+    few benchmarks, do not count)."""
     loaded = history.load(root)
     return collections.Counter(run.commit for run in loaded.runs
-                               if run.commit and not run.git.get("dirty"))
+                               if run.commit and not run.git.get("dirty")
+                               and MAKEUP_KEY not in run.environment)
+
+
+def _short(root: str | Path | None, commits: Sequence[str],
+           runs: int) -> tuple[dict[str, list[str]], float | None]:
+    """(commit -> the timed benchmarks with fewer than ``runs`` runs at full speed there,
+    the history's full speed): a run whose fastest blocks shared their core with another
+    tenant's work is left out of the commit's level (``opbench.store.history``)."""
+    loaded = history.load(root)
+    wanted, short = set(commits), dict[str, list[str]]()
+    for key, kind in loaded.benchmarks():
+        if kind != history.TIME:
+            continue
+        for commit, points in loaded.series(key).by_commit():
+            if commit in wanted and sum(not p.slow_core for p in points) < runs:
+                short.setdefault(commit, []).append(key)
+    return short, loaded.full_speed_ns
 
 
 def backfill(revs: Sequence[str], command: Sequence[str], *, runs: int = 3,
              root: str | Path | None = None, repo: str | Path = ".",
              tags: str | None = None, only_tagged: bool = False,
              prepare: Sequence[str] | None = None, timeout: float | None = None,
-             progress: Callable[[str], Any] | None = None) -> Backfill:
+             makeup: bool = True, progress: Callable[[str], Any] | None = None) -> Backfill:
     """Runs ``command`` ``runs`` times at each commit ``revs`` name and autosaves every
     run's results into the history under ``root`` (module doc).
 
@@ -129,6 +175,8 @@ def backfill(revs: Sequence[str], command: Sequence[str], *, runs: int = 3,
             tagged commits.
         prepare: a command run in each worktree before ``command`` (an install).
         timeout: seconds one run may take.
+        makeup: after the passes, up to ``2 * runs`` make-up runs per commit of the
+            benchmarks that have fewer than ``runs`` runs at full speed there (module doc).
         progress: gets a line per run (default: none).
 
     Raises:
@@ -142,43 +190,77 @@ def backfill(revs: Sequence[str], command: Sequence[str], *, runs: int = 3,
         raise ValueError("no command: give the benchmark command after `--`")
     say = progress or (lambda line: None)
     todo = commits(revs, repo, tags=tags, only_tagged=only_tagged)
-    done = Backfill(todo)
+    runner = _Runner(Backfill(todo), command, root, repo, prepare, timeout, say)
     held = _held(root)
-    facts = {c: baselines.git_state(c, repo) or {"commit": c} for c in todo}
     total = runs * len(todo)
     step = 0
     try:
         for k in range(1, runs + 1):
             for commit in todo:
                 step += 1
-                known = facts[commit]
-                name = (f"{known['tags'][0]} ({short_commit(commit)})" if known.get("tags")
-                        else short_commit(commit))
-                where = f"[{step}/{total}] {name} run {k}/{runs}"
+                where = f"[{step}/{total}] {runner.name(commit)} run {k}/{runs}"
                 if held[commit] >= k:
-                    done.skipped += 1
+                    runner.done.skipped += 1
                     say(f"{where}: in the history already")
                     continue
-                started = time.monotonic()
-                run = run_at(commit, command, repo=repo, timeout=timeout, prepare=prepare)
-                problem = run.problem
-                if not problem:
-                    try:
-                        results = load(run.results)  # type: ignore[arg-type]
-                        path = baselines.autosave(results, root, git=known,
-                                                  environment=results.environment)
-                    except (OSError, ResultsFileError) as e:
-                        problem = f"its results cannot be saved: {e}"
-                if problem:
-                    done.failed.append((commit, problem))
-                    say(f"{where}: FAILED: {problem}")
-                    continue
-                held[commit] += 1
-                done.saved.append((commit, path))
-                say(f"{where}: saved {path.name} ({time.monotonic() - started:.1f} s)  "
-                    f"{known.get('subject') or ''}")
+                held[commit] += runner.run(commit, where)
+        rounds = _MAKEUP_ROUNDS * runs if makeup else 0
+        for k in range(1, rounds + 1):
+            short, full_speed = _short(root, todo, runs)
+            if not short:
+                break
+            for commit in (c for c in todo if c in short):
+                runner.done.makeup += 1
+                if full_speed:  # not into a slowed spell: most make-ups would be wasted
+                    recovery.wait_for_speed(full_speed, history.FULL_SPEED, _MAKEUP_WAIT_S)
+                runner.run(commit, f"[make-up {k}/{rounds}] {runner.name(commit)}: "
+                                   f"{len(short[commit])} benchmark(s) with fewer than {runs} "
+                                   "runs at full speed", short[commit])
     except KeyboardInterrupt:
-        done.interrupted = True
-        say(f"interrupted: {len(done.saved)} run(s) saved; run the same command again to "
-            "resume")
-    return done
+        runner.done.interrupted = True
+        say(f"interrupted: {len(runner.done.saved)} run(s) saved; run the same command again "
+            "to resume")
+    return runner.done
+
+
+class _Runner:
+    """Runs the command at one commit at a time and saves what it measured into ``done``."""
+
+    def __init__(self, done: Backfill, command: list[str], root: str | Path | None,
+                 repo: str | Path, prepare: Sequence[str] | None, timeout: float | None,
+                 say: Callable[[str], Any]) -> None:
+        self.done, self.command, self.root, self.repo = done, command, root, repo
+        self.prepare, self.timeout, self.say = prepare, timeout, say
+        self.facts = {c: baselines.git_state(c, repo) or {"commit": c} for c in done.commits}
+
+    def name(self, commit: str) -> str:
+        known = self.facts[commit]
+        return (f"{known['tags'][0]} ({short_commit(commit)})" if known.get("tags")
+                else short_commit(commit))
+
+    def run(self, commit: str, where: str, only: list[str] | None = None) -> bool:
+        """One run at ``commit``, saved (a make-up run of the benchmarks ``only``, when
+        given); whether it was."""
+        started = time.monotonic()
+        run = run_at(commit, self.command, repo=self.repo, timeout=self.timeout,
+                     prepare=self.prepare,
+                     env=None if only is None else {SELECT_ENV: json.dumps(only)})
+        problem = run.problem
+        if not problem:
+            try:
+                results = load(run.results)  # type: ignore[arg-type]
+                environment = dict(results.environment)
+                if only is not None:
+                    environment[MAKEUP_KEY] = only
+                path = baselines.autosave(results, self.root, git=self.facts[commit],
+                                          environment=environment)
+            except (OSError, ResultsFileError) as e:
+                problem = f"its results cannot be saved: {e}"
+        if problem:
+            self.done.failed.append((commit, problem))
+            self.say(f"{where}: FAILED: {problem}")
+            return False
+        self.done.saved.append((commit, path))
+        self.say(f"{where}: saved {path.name} ({time.monotonic() - started:.1f} s)  "
+                 f"{self.facts[commit].get('subject') or ''}")
+        return True

@@ -8,7 +8,12 @@ commit's position in its branch, then run number), and per benchmark a
 ``Series`` of points, one per run, with its change points (``opbench.stats.changepoints``:
 a commit's runs are its replicates). A run counts by its figure, the 10th
 percentile of its per-run times (``opbench.stats.run_figure``), as the gate and
-``opbench ab`` count it.
+``opbench ab`` count it. A run whose fastest blocks (those its figure is taken from)
+ran on a core more than ``FULL_SPEED`` slower than the machine's full speed, by
+opbench's speed probe, is left out of its commit's level where the commit has runs
+at full speed: its figure is another tenant's work as much as the code's. The
+machine's full speed is the fastest any process of the history recorded as its
+own: against its own best, a process that started on a shared core reads 1.0.
 
 A history survives damage: a file that cannot be read, or whose results are
 partly invalid, gives what is valid, and ``History.problems`` names each file and
@@ -33,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import math
+import functools
 import os
 import statistics
 from collections.abc import Iterable
@@ -50,7 +55,7 @@ from opbench.stats import changepoints, run_figure
 from opbench.store import baselines
 from opbench.store.results import Results, load_valid
 
-__all__ = ["History", "Point", "Run", "Series", "Standing", "changes", "commit_range",
+__all__ = ["FULL_SPEED", "History", "Point", "Run", "Series", "Standing", "changes", "commit_range",
            "describe_change", "label", "load", "machines", "prune", "short",
            "standing", "tag"]
 
@@ -110,8 +115,13 @@ class Point:
     value: float
     low: float
     high: float
-    # Its blocks ran on a core slower than the fastest this process saw (the median
-    # block's speed probe, opbench.core.disturbance): another tenant's load, all along.
+    # Around the blocks its figure is taken from, the core ran this much slower than full
+    # speed by the speed probe (opbench.core.disturbance.figure_slowdown): its process's,
+    # which was ``full_speed_ns`` (None: unknown), until ``History.series`` makes it the
+    # machine's, and marks ``slow_core`` a point another tenant slowed all along them
+    # (the core's hyperthread sibling kept busy).
+    slowdown: float = 1.0
+    full_speed_ns: float | None = None
     slow_core: bool = False
 
 
@@ -136,18 +146,20 @@ class Series:
                 groups.append((commit, [p]))
         return groups
 
-    def detect(self, slowed: dict[Path, float] | None = None,
-               **options: Any) -> changepoints.Detection:
+    def replicates(self) -> list[list[float]]:
+        """Each commit's run values (``by_commit()``'s order) that its level is made of: the
+        runs at full speed, where it has some (as the gate leaves out a run none of whose
+        blocks ran undisturbed)."""
+        return [[p.value for p in _on_full_speed(pts)] for _, pts in self.by_commit()]
+
+    def detect(self, **options: Any) -> changepoints.Detection:
         """Change points over the commits, each commit's runs its replicates
-        (``changepoints.detect_runs``; ``start``/``end`` index ``by_commit()``); a run the
-        machine slowed as a whole (``slowed``: run path -> factor, ``History.slowed``) counts
-        at the speed of its commit's other runs."""
-        slowed = slowed or {}
-        groups = [pts for _, pts in self.by_commit()]
-        runs = [[p.value / slowed.get(p.run.path, 1.0) for p in _on_full_speed(pts)]
-                for pts in groups]
-        # A commit all of whose runs ran on a slowed core is no level: as a lone run.
-        options.setdefault("trusted", [not all(p.slow_core for p in pts) for pts in groups])
+        (``changepoints.detect_runs`` on ``replicates()``; ``start``/``end`` index
+        ``by_commit()``); a commit none of whose runs ran at full speed is no level of
+        its own."""
+        runs = self.replicates()
+        options.setdefault("trusted", [not all(p.slow_core for p in pts)
+                                       for _, pts in self.by_commit()])
         if self.kind == INSTRUCTIONS:
             options.setdefault("noise_floor", 1e-6)
         if self.kind in MEMORY_KINDS:  # exact, and often 0: one more each, as the gate's ratio
@@ -157,8 +169,7 @@ class Series:
 
 
 def _on_full_speed(points: list[Point]) -> list[Point]:
-    """A commit's points without those measured on a slowed core, when it has others (as
-    the gate leaves out a run none of whose blocks ran undisturbed)."""
+    """A commit's points without those measured on a slowed core, when it has others."""
     full = [p for p in points if not p.slow_core]
     return full or points
 
@@ -181,9 +192,13 @@ class History:
                   for key, (kind, _) in _memory_series(c).items()}
         return sorted(found)
 
-    def slowed(self) -> dict[Path, float]:
-        """Runs the machine slowed as a whole: run path -> factor (see ``_slowed``)."""
-        return _slowed(self)
+    @functools.cached_property
+    def full_speed_ns(self) -> float | None:
+        """The machine's full speed: the fastest any process of this history recorded as
+        its own (the speed probe's nanoseconds; None when no run recorded one)."""
+        speeds = [s for run in self.runs for r in run.results
+                  if (s := _disturbance.full_speed_ns(r)) is not None]
+        return min(speeds) if speeds else None
 
     def series(self, key: str, kind: str = TIME) -> Series:
         points = []
@@ -198,53 +213,19 @@ class History:
             for r in (run.results if kind == TIME else run.results.instructions):
                 if identity.key(r) == key:
                     points.append(_point(run, r, kind))
+        for p in points:
+            if p.full_speed_ns and self.full_speed_ns:
+                p.slowdown *= p.full_speed_ns / self.full_speed_ns
+            p.slow_core = p.slowdown > FULL_SPEED
         return Series(key, kind, points)
 
 
-# A run whose benchmarks all read this much slower than the fastest run of its commit (the
-# median over its benchmarks) ran on a slowed machine.
-_SLOWED = 1.10
-# Benchmarks a run needs for that median to say something about the run, not a benchmark.
-_SLOWED_BENCHMARKS = 3
-
-
-def _slowed(history: History) -> dict[Path, float]:
-    """Run path -> how much slower than the fastest run of its commit all of that run's
-    benchmarks read (the median over them of its figure over the commit's median), for
-    the runs at least ``_SLOWED`` slower.
-
-    On a shared machine whole runs read slower by one factor, every benchmark alike: a
-    process placed on a core whose hyperthread sibling another tenant keeps busy runs
-    slower for as long as it lasts (runs of one commit at two levels, nothing in
-    between, each tight inside). Blocks cannot show it (every
-    block of the run is slowed alike), and a commit whose runs are mostly slowed has a
-    median at the slow level. The factor is common to a run's benchmarks, so the
-    benchmarks measure it together, and code changes do not move it: they move some
-    benchmarks, not all alike within one commit."""
-    by_commit: dict[str, list[Run]] = {}
-    for run in history.runs:
-        if run.commit is not None and run.results:
-            by_commit.setdefault(run.commit, []).append(run)
-    found: dict[Path, float] = {}
-    for runs in by_commit.values():
-        if len(runs) < 2:
-            continue
-        figures = [{identity.key(r): math.log(_point(run, r, TIME).value) for r in run.results}
-                   for run in runs]
-        centre = {key: statistics.median([f[key] for f in figures if key in f])
-                  for key in {k for f in figures for k in f}}
-        effects = []
-        for f in figures:
-            shared = [f[k] - centre[k] for k in f if sum(k in g for g in figures) > 1]
-            effects.append(statistics.median(shared) if len(shared) >= _SLOWED_BENCHMARKS else None)
-        known = [e for e in effects if e is not None]
-        if not known:
-            continue
-        fastest = min(known)
-        for run, effect in zip(runs, effects):
-            if effect is not None and effect - fastest >= math.log(_SLOWED):
-                found[run.path] = math.exp(effect - fastest)
-    return found
+#: A point whose fastest blocks ran this much slower than the machine's full speed, by the
+#: speed probe, shared its core with another tenant's work. Beside two spinning processes
+#: (benchmarks/real_history.py) the points' probe read below 1.125 (Python code within 4%
+#: of its commit's fastest run, the median) or above 1.2 (1.3 to 2x slower), seldom
+#: between; 1.15 is the middle of that gap.
+FULL_SPEED = 1.15
 
 
 def _memory_series(c: Any) -> dict[str, tuple[str, tuple[float, ...]]]:
@@ -264,10 +245,9 @@ def _point(run: Run, r: Any, kind: str) -> Point:
     # from its fastest time to its median.
     ci = run_figure.interval(times, stats.DEFAULT_CONFIDENCE, ordered=True) or (
         times[0], times[len(times) // 2])
-    record = r.info.get(_disturbance.INFO_KEY)
-    speeds = sorted(record.get("slowdowns") or ()) if isinstance(record, dict) else []
-    slow = bool(speeds) and speeds[len(speeds) // 2] > _disturbance.SLOW_LIMIT
-    return Point(run, run_figure.value(times), ci[0], ci[1], slow)
+    value = run_figure.value(times)
+    return Point(run, value, ci[0], ci[1], _disturbance.figure_slowdown(r, value) or 1.0,
+                 _disturbance.full_speed_ns(r))
 
 
 def machines(root: str | os.PathLike[str] | None = None) -> list[str]:
@@ -328,11 +308,9 @@ def _saved_at(path: Path) -> datetime.datetime | None:
 
 def changes(history: History, keys: Iterable[str] | None = None,
             **options: Any) -> list[tuple[Series, changepoints.Detection]]:
-    """Each benchmark's (or each of ``keys``') series with its change points; times of runs
-    the machine slowed as a whole counted at their commit's speed (``History.slowed``)."""
+    """Each benchmark's (or each of ``keys``') series with its change points."""
     wanted = set(keys) if keys is not None else None
-    slowed = history.slowed()
-    return [(s, s.detect(slowed if s.kind == TIME else None, **options)) for s in
+    return [(s, s.detect(**options)) for s in
             (history.series(k, kind) for k, kind in history.benchmarks()
              if wanted is None or k in wanted)]
 

@@ -28,9 +28,12 @@ to B on B's first-parent line; a commit, branch or tag; ``--tags`` adds the tags
 matching PATTERN, ``--only-tagged`` keeps the tagged commits) in a temporary git
 worktree of it (``opbench.revisions.backfill``; the checkout you are in is never
 touched), N times each in passes over all commits (3 by default: a commit's runs
-are its replicates), and autosaves each run with that commit's facts. A commit
-that has its runs already is skipped, so the same command resumes a backfill
-cut short. COMMAND saves a results file as for ``opbench ab`` (a pytest command
+are its replicates), and autosaves each run with that commit's facts. Then, up
+to 2N times, it runs again at each commit the benchmarks that have fewer than N
+runs there at full speed (a run whose fastest blocks shared their core with
+another tenant's work does not count; ``--no-makeup`` skips these make-up runs).
+A commit that has its runs already is skipped, so the same command resumes a
+backfill cut short. COMMAND saves a results file as for ``opbench ab`` (a pytest command
 with opbench's plugin does; a script saves to ``$OPBENCH_RESULTS_FILE``).
 
 ``--prune-keep N`` / ``--prune-older-than DAYS`` delete runs beyond the newest N
@@ -87,6 +90,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument("--prepare", help="a command run in each worktree before COMMAND (an "
                                        "install); split on spaces")
     run.add_argument("--timeout", type=float, help="seconds one run of COMMAND may take")
+    run.add_argument("--no-makeup", dest="makeup", action="store_false",
+                     help="no make-up runs for the benchmarks with fewer than N runs at full "
+                          "speed at a commit")
     p.set_defaults(command=[])
     return p
 
@@ -131,14 +137,12 @@ def run(args: argparse.Namespace) -> int:
         return _regressions(found, threshold)
     # Names, branches, subjects and commits come from the files: their control characters
     # are shown as escapes (``printable``), never sent to the terminal.
-    slowed = h.slowed()
     for series, detection in found:
         groups = series.by_commit()
         most = max(len(points) for _, points in groups)
         print(printable(f"\n{series.key} ({series.kind}, noise {detection.noise:.2%} run to "
                         f"run, up to {most} run(s) a commit)"))
-        counted = slowed if series.kind == history.TIME else {}
-        for line in (_runs(series, counted) if args.each_run else _commits(series, counted)):
+        for line in (_runs(series) if args.each_run else _commits(series)):
             print(printable(line))
         for c in detection.changes:
             where = "beyond" if c.exceeds_noise else "within"
@@ -147,15 +151,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _commits(series: Any, slowed: dict[Any, float]) -> list[str]:
-    """One line per commit: commit, tag, runs, value (the median of its runs, those the
-    machine slowed as a whole counted at its other runs' speed), the runs' range, subject."""
+def _commits(series: Any) -> list[str]:
+    """One line per commit: commit, tag, runs, value (the median of the runs its level is
+    made of: those at full speed, where it has some), their range, subject."""
     from opbench.core.formatting import format_value
     from opbench.store.history import short, tag
 
-    lines = []
-    for commit, points in series.by_commit():
-        values = sorted(p.value / slowed.get(p.run.path, 1.0) for p in points)
+    lines, groups, replicates = [], series.by_commit(), series.replicates()
+    for (commit, points), counted in zip(groups, replicates):
+        values = sorted(counted)
         git = points[0].run.git
         value = values[len(values) // 2] if len(values) % 2 else \
             (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
@@ -167,15 +171,15 @@ def _commits(series: Any, slowed: dict[Any, float]) -> list[str]:
                      f"{'dirty' if git.get('dirty') else '     '}  {len(points):>3} run(s)  "
                      f"{format_value(value, series.kind):>14}  {spread:28}  "
                      f"{(git.get('subject') or '')[:60]}")
-    if any(p.run.path in slowed for p in series.points):
-        lines.append("  (runs the machine slowed as a whole, every benchmark alike, counted at "
-                     "the speed of their commit's other runs: --each-run shows them)")
+    if any(len(v) < len(pts) for v, (_, pts) in zip(replicates, groups)):
+        lines.append("  (runs on a core another tenant slowed are left out where their commit "
+                     "has runs at full speed: --each-run shows them)")
     return lines
 
 
-def _runs(series: Any, slowed: dict[Any, float]) -> list[str]:
+def _runs(series: Any) -> list[str]:
     """One line per run: number, commit, branch, dirty, time, value and its interval, and
-    how much the machine slowed the whole run, where it did."""
+    how much slower than the machine's full speed its core ran, where it was slowed."""
     from opbench.core.formatting import format_value
     from opbench.store.history import short
 
@@ -185,7 +189,8 @@ def _runs(series: Any, slowed: dict[Any, float]) -> list[str]:
             f"{p.run.git.get('commit_time') or p.run.saved_at or '-':20}  "
             f"{format_value(p.value, series.kind):>14}  "
             f"[{format_value(p.low, series.kind)}, {format_value(p.high, series.kind)}]"
-            + (f"  slowed {slowed[p.run.path]:.2f}x as a whole" if p.run.path in slowed else "")
+            + (f"  on a slowed core ({p.slowdown:.2f}x full speed by the speed probe)"
+               if p.slow_core else "")
             for p in series.points]
 
 
@@ -248,12 +253,12 @@ def _backfill(args: argparse.Namespace) -> int:
             done = backfill.backfill(revs, command, runs=args.runs, root=args.root,
                                      tags=args.tags, only_tagged=args.only_tagged,
                                      prepare=args.prepare.split() if args.prepare else None,
-                                     timeout=args.timeout,
+                                     timeout=args.timeout, makeup=args.makeup,
                                      progress=lambda line: print(printable(line), flush=True))
     except RevisionError as e:
         raise UsageError(str(e)) from None
-    print(f"{len(done.saved)} run(s) saved over {len(done.commits)} commit(s), "
-          f"{done.skipped} already in the history, {len(done.failed)} failed")
+    print(f"{len(done.saved)} run(s) saved over {len(done.commits)} commit(s) ({done.makeup} "
+          f"make-up), {done.skipped} already in the history, {len(done.failed)} failed")
     if done.interrupted:
         return 130
     return 1 if done.failed else 0
