@@ -120,14 +120,14 @@ def test_a_core_that_stays_slow_is_not_called_free(monkeypatch):
 def test_waiting_for_full_speed_reads_the_probe_until_it_is_within_the_limit(monkeypatch):
     # The core reads 1.9x, then 1.3x, then 1.1x another process's full speed of 1000 ns.
     reads = iter([1900, 1300, 1100, 1000])
-    monkeypatch.setattr(recovery._C, "cpu_speed_probe_ns", lambda tries, ns: next(reads))
+    monkeypatch.setattr(recovery, "speed_ns", lambda: next(reads))
     monkeypatch.setattr(recovery.time, "sleep", lambda s: None)
     assert recovery.wait_for_speed(1000.0, 1.15, timeout=10.0)
     assert next(reads) == 1000  # it stopped at the first read within 1.15x
 
 
 def test_waiting_for_full_speed_gives_up_at_its_timeout(monkeypatch):
-    monkeypatch.setattr(recovery._C, "cpu_speed_probe_ns", lambda tries, ns: 1900)
+    monkeypatch.setattr(recovery, "speed_ns", lambda: 1900)
     ticks = iter(range(1000))
     monkeypatch.setattr(recovery.time, "monotonic", lambda: next(ticks) * 0.1)
     monkeypatch.setattr(recovery.time, "sleep", lambda s: None)

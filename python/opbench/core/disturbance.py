@@ -76,6 +76,7 @@ __all__ = [
     "judge",
     "merge",
     "slowdown_now",
+    "speed_ns",
     "undisturbed",
     "warn_disturbed",
 ]
@@ -129,7 +130,11 @@ _best_speed_ns: list[int] = []
 _CALIBRATION_TRIES = 20
 
 
-def _speed_ns() -> int:
+def speed_ns() -> int:
+    """One reading of the speed probe on this core, in nanoseconds: what every block's
+    slowdown and a record's ``speed_ns`` are made of, so readings compare across
+    processes (``opbench.core.recovery.wait_for_speed``). The first reading of a process
+    also calibrates its full speed."""
     ns = int(_C.cpu_speed_probe_ns(2, 1000))
     if not _best_speed_ns:
         _best_speed_ns.append(min(int(_C.cpu_speed_probe_ns(_CALIBRATION_TRIES, 1000)), ns))
@@ -148,7 +153,7 @@ def slowdown_now() -> float:
     >>> slowdown_now() >= 1.0
     True
     """
-    ns = _speed_ns()
+    ns = speed_ns()
     return ns / _best_speed_ns[0] if _best_speed_ns and _best_speed_ns[0] > 0 else 1.0
 
 
@@ -174,13 +179,13 @@ class Probe:
         return bool(self._native.available)
 
     def begin(self) -> None:
-        self._speed_before = _speed_ns()
+        self._speed_before = speed_ns()
         self._native.begin()
 
     def end(self, seconds: float) -> None:
         """Records the wait and the core's speed around the block that took ``seconds``."""
         waited_ns = self._native.end()[1]
-        speed = self._speed_before + _speed_ns()
+        speed = self._speed_before + speed_ns()
         self._blocks.setdefault(seconds, []).append((max(0.0, waited_ns * 1e-9 / seconds), speed))
 
     def discard(self) -> None:

@@ -34,8 +34,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opbench import _C, environment
-from opbench.core.disturbance import INFO_KEY, SLOW_LIMIT, slowdown_now
+from opbench import environment
+from opbench.core.disturbance import INFO_KEY, SLOW_LIMIT, slowdown_now, speed_ns
 
 __all__ = ["BUDGET_SHARE", "QUIET_WAIT_S", "default_budget", "recovered", "remeasure",
            "wait_for_speed", "wait_until_free"]
@@ -84,7 +84,7 @@ def wait_for_speed(full_speed_ns: float, limit: float, timeout: float) -> bool:
     started again because its core was slowed (``opbench.revisions.backfill``'s make-up
     runs): another tenant's work on a core comes and goes over seconds."""
     deadline = time.monotonic() + timeout
-    while _C.cpu_speed_probe_ns(2, 1000) > limit * full_speed_ns:
+    while speed_ns() > limit * full_speed_ns:
         if time.monotonic() >= deadline:
             return False
         time.sleep(_SPEED_POLL_S)

@@ -154,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
 def _commits(series: Any) -> list[str]:
     """One line per commit: commit, tag, runs, value (the median of the runs its level is
     made of: those at full speed, where it has some), their range, subject."""
+    import statistics
+
     from opbench.core.formatting import format_value
     from opbench.store.history import short, tag
 
@@ -161,8 +163,7 @@ def _commits(series: Any) -> list[str]:
     for (commit, points), counted in zip(groups, replicates):
         values = sorted(counted)
         git = points[0].run.git
-        value = values[len(values) // 2] if len(values) % 2 else \
-            (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+        value = statistics.median(values)
         spread = (f"[{format_value(values[0], series.kind)}, "
                   f"{format_value(values[-1], series.kind)}]" if len(values) > 1 else
                   f"[{format_value(points[0].low, series.kind)}, "
