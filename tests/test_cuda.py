@@ -463,8 +463,14 @@ def test_statement_exception_propagates_and_releases_the_stream(fake):
 
 
 def test_eight_kernels_per_call_never_fill_the_launch_queue(fake, no_warnings):
+    # Launches on the legacy stream are not counted, so blocks are sized by the
+    # host's time per call: a busy host makes more, smaller blocks (130 to 250
+    # windows here). Each window would carry one record's device time, which
+    # sums to more than any fixed tolerance when the host is slow enough (CI saw
+    # 40 quanta); with free records the sum is exact whatever the block sizes.
+    fake.configure(event_ns=0)
     t = oc.DeviceTimer(fake.kernel(0.001, per_call=8))
-    assert t.timeit(1000) == pytest.approx(8e-3, abs=40 * QUANTUM)
+    assert t.timeit(1000) == pytest.approx(8e-3, abs=QUANTUM)
     assert fake.stat("queue_full_blocks") == 0
     assert fake.max_queued() <= 32 * 8 + 3  # a held block is at most 32 calls
     assert t.metadata()["launch_hold"] is True
