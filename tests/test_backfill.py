@@ -3,6 +3,7 @@ worktrees, each run saved with its own commit's facts, in passes, resumable, bou
 ranges and tags; the user's checkout never touched."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -80,37 +81,46 @@ def test_running_it_again_resumes(history_commits, tmp_path):
     assert [len(points) for _, points in groups] == [2, 2]
 
 
-# A command that measures "jump" and "flat_a" from the commit's costs.json, only those
-# $OPBENCH_SELECT names when it is set (as opbench's plugin does), and whose first run at
-# a commit of the 15% step ran "jump" on a core another tenant slowed 1.7x all along.
-_SLOWED_ONCE = """
+# A command that measures the benchmarks argv[2] describes (JSON: name -> cost per call,
+# and optionally a step from commit 12 on, run-to-run noise alternating by run, and a
+# slowdown of its first run at commit 12, on a core another tenant slowed all along),
+# only those $OPBENCH_SELECT names when it is set (as opbench's plugin does).
+_BENCH = """
 import json, os, sys
 from pathlib import Path
 from opbench.core.measurement import Measurement, TaskSpec
 from opbench.store import results
 
-spec = json.loads(Path("costs.json").read_text())
-seen = Path(sys.argv[1]) / f"{spec['index']}.runs"
-first = not seen.exists()
-seen.write_text("ran")
-wanted = json.loads(os.environ.get("OPBENCH_SELECT") or '["jump", "flat_a"]')
+index = json.loads(Path("costs.json").read_text())["index"]
+seen, how = Path(sys.argv[1]), json.loads(sys.argv[2])
 out = []
-for name in wanted:
-    slow = 1.7 if name == "jump" and first and spec["index"] == 12 else 1.0
+for name in json.loads(os.environ.get("OPBENCH_SELECT") or "null") or list(how):
+    ran = seen / f"{name}.{index}"
+    k = int(ran.read_text()) if ran.exists() else 0
+    ran.write_text(str(k + 1))
+    b = how[name]
+    slow = b.get("first_slowed", 1.0) if k == 0 and index == 12 else 1.0
+    cost = b["cost"] * (1 + b.get("step", 0.0) * (index >= 12)) * (1 + b.get("noise", 0.0) * (-1) ** k)
     signals = {"waits": [0.0] * 40, "slowdowns": [slow] * 40, "threads": 1, "cpus": 2}
-    times = [spec["costs"][name] * slow * (1 + 0.001 * (k % 7)) for k in range(40)]
+    times = [cost * slow * (1 + 0.001 * (j % 7)) for j in range(40)]
     out.append(Measurement(1, times, TaskSpec(name, "pass", name=name),
                            info={"disturbance": signals}))
 results.save(out, os.environ["OPBENCH_RESULTS_FILE"])
 """
 
 
+def _bench(tmp_path: Path, how: dict[str, dict[str, float]]) -> list[str]:
+    """_BENCH's command line for the benchmarks ``how`` describes."""
+    script = tmp_path / "bench_described.py"
+    script.write_text(_BENCH)
+    (tmp_path / "seen").mkdir()
+    return [sys.executable, str(script), str(tmp_path / "seen"), json.dumps(how)]
+
+
 def test_a_benchmark_short_of_runs_at_full_speed_gets_make_up_runs(history_commits, tmp_path):
     repo, commits = history_commits
-    script = tmp_path / "bench_slowed_once.py"
-    script.write_text(_SLOWED_ONCE)
-    (tmp_path / "seen").mkdir()
-    command = [sys.executable, str(script), str(tmp_path / "seen")]
+    command = _bench(tmp_path, {"jump": {"cost": 2e-6, "step": 0.15, "first_slowed": 1.7},
+                                "flat_a": {"cost": 1e-6}})
     args = dict(runs=2, root=tmp_path / "store", repo=repo)
     lines: list[str] = []
     done = backfill.backfill([f"{commits[11]}..{commits[13]}"], command, progress=lines.append,
@@ -118,8 +128,8 @@ def test_a_benchmark_short_of_runs_at_full_speed_gets_make_up_runs(history_commi
     # Two passes, then one make-up run: only "jump", only at the commit where it ran slowed.
     assert not done.failed and done.makeup == 1 and len(done.saved) == 7
     assert done.saved[-1][0] == commits[12]
-    assert lines[-1].startswith(f"[make-up 1/4] {short_commit(commits[12])}: 1 benchmark(s) "
-                                "with fewer than 2 runs at full speed: saved")
+    assert lines[-1].startswith(f"[make-up 1, try 1/4] {short_commit(commits[12])}: 1 "
+                                "benchmark(s) with fewer than 2 runs at full speed: saved")
     h = history.load(tmp_path / "store")
     made_up = next(run for run in h.runs if run.path == done.saved[-1][1])
     assert made_up.environment[backfill.MAKEUP_KEY] == ["jump"]
@@ -134,6 +144,35 @@ def test_a_benchmark_short_of_runs_at_full_speed_gets_make_up_runs(history_commi
     off = backfill.backfill([commits[12]], command, makeup=False,
                             **{**args, "root": tmp_path / "other"})
     assert off.makeup == 0 and len(off.saved) == 2
+
+
+def test_a_step_in_doubt_gets_runs_on_either_side_until_it_is_beyond_the_noise(
+        history_commits, tmp_path):
+    repo, commits = history_commits
+    # A 7.5% step at commit 12 against 1% run-to-run noise: two runs a side make it z = 4.0,
+    # within the noise (5) but in doubt; four runs a side, z = 5.3.
+    command = _bench(tmp_path, {"small": {"cost": 1e-6, "step": 0.075, "noise": 0.01}})
+    store = tmp_path / "store"
+    lines: list[str] = []
+    done = backfill.backfill([f"{commits[11]}..{commits[13]}"], command, runs=2, root=store,
+                             repo=repo, progress=lines.append)
+    assert not done.failed and done.makeup == 4
+    # Two rounds, each at the two commits on either side of the step, none at the third.
+    assert [c for c, _ in done.saved[6:]] == [commits[11], commits[12]] * 2
+    assert lines[6].startswith(f"[make-up 1, try 1/12] {short_commit(commits[11])}: 1 "
+                               "benchmark(s) with fewer than 6 runs at full speed (a step in "
+                               "doubt): saved")
+    series = history.load(store).series("small")
+    assert [len(pts) for _, pts in series.by_commit()] == [4, 4, 2]
+    step, = series.detect().changes
+    assert (step.start, step.end, step.exceeds_noise) == (0, 1, True)
+    assert step.z == pytest.approx(5.34, abs=0.01)
+    # Without make-up runs the same step stays within the noise, in doubt.
+    off = backfill.backfill([f"{commits[11]}..{commits[13]}"], command, runs=2, repo=repo,
+                            root=tmp_path / "other", makeup=False)
+    assert off.makeup == 0
+    step, = history.load(tmp_path / "other").series("small").detect().changes
+    assert not step.exceeds_noise and step.z >= backfill.DOUBT_Z
 
 
 def test_tags_bound_what_runs(tagged, tmp_path):
