@@ -62,7 +62,7 @@ def test_the_site_is_self_contained(site):
         assert "http://" not in text and "https://" not in text  # nothing fetched
         assert 'src="http' not in text and "<link" not in text
     script = (out / report.CHART_SCRIPT).read_text()
-    assert script.startswith("/* opbench-chart 1.0.0") and "fetch(" not in script
+    assert script.startswith("/* opbench-chart 1.1.0") and "fetch(" not in script
 
 
 @needs_chromium
@@ -360,3 +360,35 @@ def test_tags_label_the_axis_and_changes_within_the_noise_are_drawn_faint(tmp_pa
     assert minor and all("within the noise" in t for t in minor)
     browser.hover(*centre(browser, "circle.point", 0))
     assert "v1.0 " in browser.evaluate("document.querySelector('.tooltip').innerText")
+
+
+@needs_chromium
+def test_a_run_left_out_of_its_level_is_drawn_apart_and_says_why(tmp_path, browser):
+    from opbench.core.measurement import Measurement, TaskSpec
+    from opbench.store import baselines
+
+    # Three commits of two runs; the first run at the middle one shared its core with
+    # another tenant's work all along (the probe read 1.8) and took 1.8x as long.
+    for rep in range(2):
+        for i in range(3):
+            git = {"commit": f"{i + 1:040x}", "branch": None, "dirty": False, "position": i + 1,
+                   "commit_time": f"2026-01-01T00:{i:02d}:00Z", "subject": f"release {i}"}
+            slow = 1.8 if (i, rep) == (1, 0) else 1.0
+            signals = {"waits": [0.0] * 40, "slowdowns": [slow] * 40, "threads": 1, "cpus": 2}
+            times = [slow * (1 + 0.002 * rep) * 1e-6 * (1 + k / 4000) for k in range(40)]
+            baselines.autosave([Measurement(1, times, TaskSpec("f()", "pass", name="f"),
+                                            info={"disturbance": signals})],
+                               root=tmp_path / "store", git=git)
+    site = report.write(tmp_path / "site", root=tmp_path / "store")
+    browser.open(page_of(site, "f"))
+    assert browser.errors() == []
+    left_out = browser.evaluate("[...document.querySelectorAll('circle.left-out')]"
+                                ".map(e => [e.dataset.commit, e.classList.contains('clipped')])")
+    # Beyond the counted runs' scale (within 0.3% of 1 us): on the chart's top edge.
+    assert left_out == [[f"{2:040x}", True]]
+    assert len(browser.evaluate("[...document.querySelectorAll('.interval')]")) == 5
+    browser.hover(*centre(browser, "circle.left-out"))
+    tip = browser.evaluate("document.querySelector('.tooltip').innerText")
+    assert "run 2: 1.802 us" in tip and "left out of the level: its core ran 1.80x slower" in tip
+    browser.hover(*centre(browser, "circle.point:not(.left-out)", 2))
+    assert "left out" not in browser.evaluate("document.querySelector('.tooltip').innerText")

@@ -12,7 +12,7 @@ shows the nearest run's commit, branch, subject, value and environment.
 
 Nothing is fetched: the data is JSON inside each page (with ``<``, ``>`` and ``&``
 written as ``\\u003c``, ``\\u003e``, ``\\u0026``, so no name or commit subject can
-end the script or open a comment), drawn by ``opbench-chart-1.0.0.js``
+end the script or open a comment), drawn by ``opbench-chart-1.1.0.js``
 (hand-written SVG drawing, written beside the pages), so the site opens from the
 file system, offline, and can be published as it is; ``redact=True`` leaves out
 host names and absolute paths first.
@@ -25,7 +25,7 @@ Example:
     >>> _ = baselines.autosave([Measurement(1, [1e-6], TaskSpec("f()", "pass", name="f"))],
     ...                        root=root)
     >>> sorted(p.name for p in write(out, root=root).iterdir())
-    ['bench', 'index.html', 'opbench-chart-1.0.0.js']
+    ['bench', 'index.html', 'opbench-chart-1.1.0.js']
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from opbench.store import history as _history
 
 __all__ = ["CHART_SCRIPT", "write"]
 
-CHART_SCRIPT = "opbench-chart-1.0.0.js"
+CHART_SCRIPT = "opbench-chart-1.1.0.js"
 # JSON's own escapes for what HTML reads as markup inside a script element.
 _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 # The environment facts a tooltip shows, in this order.
@@ -66,6 +66,7 @@ th { text-align: left; } td.num { text-align: right; font-variant-numeric: tabul
 .grid { stroke: #eee; } .axes text { font-size: 11px; fill: #555; }
 .fit { fill: none; stroke: #e08020; stroke-width: 2; }
 .interval { stroke: #7aa6d6; stroke-width: 2; } .point { fill: #1f5fa8; }
+.point.left-out { fill: #fff; stroke: #888; stroke-width: 1.5; }
 .step { stroke: #c00; stroke-width: 2; stroke-dasharray: 5 3; }
 .minor-step { stroke: #bbb; stroke-width: 1; stroke-dasharray: 2 3; }
 .drift { fill: #c00; opacity: 0.08; }
@@ -102,8 +103,12 @@ def _series_json(series: _history.Series, detection: Any, title: str,
                         "subject": git.get("subject"), "tag": _history.tag(pts),
                         "label": _history.label(pts)[:12],
                         "time": git.get("commit_time") or pts[0].run.saved_at})
+        kept = {id(p) for p in _history.counted(pts)}
+        # A run left out of its commit's level is drawn apart, with why: its core ran
+        # slower than the machine's full speed (opbench.store.history).
         points += [{"x": i, "run": p.run.number, "value": p.value, "low": p.low, "high": p.high,
-                    "commit": commit, "env": _env_line(p.run.environment, redact)}
+                    "commit": commit, "env": _env_line(p.run.environment, redact),
+                    "left_out": id(p) not in kept, "slowdown": p.slowdown}
                    for p in pts]
     noted = [c for c in detection.changes if c.exceeds_noise]
     return {

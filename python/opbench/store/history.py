@@ -56,7 +56,7 @@ from opbench.store import baselines
 from opbench.store.results import Results, load_valid
 
 __all__ = ["FULL_SPEED", "History", "Point", "Run", "Series", "Standing", "changes", "commit_range",
-           "describe_change", "label", "load", "machines", "prune", "short",
+           "counted", "describe_change", "label", "load", "machines", "prune", "short",
            "standing", "tag"]
 
 TIME = "time"
@@ -150,7 +150,7 @@ class Series:
         """Each commit's run values (``by_commit()``'s order) that its level is made of: the
         runs at full speed, where it has some (as the gate leaves out a run none of whose
         blocks ran undisturbed)."""
-        return [[p.value for p in _on_full_speed(pts)] for _, pts in self.by_commit()]
+        return [[p.value for p in counted(pts)] for _, pts in self.by_commit()]
 
     def detect(self, **options: Any) -> changepoints.Detection:
         """Change points over the commits, each commit's runs its replicates
@@ -168,8 +168,9 @@ class Series:
         return changepoints.detect_runs(runs, **options)
 
 
-def _on_full_speed(points: list[Point]) -> list[Point]:
-    """A commit's points without those measured on a slowed core, when it has others."""
+def counted(points: list[Point]) -> list[Point]:
+    """The points of one commit its level is made of: those at full speed, where it has
+    some (the others are left out), else all of them."""
     full = [p for p in points if not p.slow_core]
     return full or points
 

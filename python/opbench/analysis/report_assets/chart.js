@@ -1,11 +1,14 @@
-/* opbench-chart 1.0.0: history charts drawn as SVG from the JSON embedded in the page.
+/* opbench-chart 1.1.0: history charts drawn as SVG from the JSON embedded in the page.
  * Hand-written for opbench's report (no dependency, nothing fetched). Each
  * <div class="chart" data-series="ID"> gets one <svg class="chart-svg">: a point per
  * run (its figure, the 10th percentile) with its interval, the fitted levels, steps as
  * vertical lines at the first commit after them (class "step", data-commit), drifts
  * shaded, changes within the noise as faint lines (class "minor-step") titled so, commits
  * labelled by tag where they have one, and a tooltip that follows the mouse with the
- * nearest run's commit, tag and environment.
+ * nearest run's commit, tag and environment. A run left out of its commit's level (its
+ * core ran slower than the machine's full speed) is a hollow point (class "left-out"),
+ * without its interval; the scale is the counted runs', and a left-out run beyond it
+ * sits on the chart's edge (class "clipped"), its value in the tooltip.
  */
 (function () {
   "use strict";
@@ -35,8 +38,10 @@
                          role: "img", "aria-label": s.title}, div);
     if (!pts.length) return;
     var nx = s.commits.length;
-    var lo = Math.min.apply(null, pts.map(function (p) { return p.low; }));
-    var hi = Math.max.apply(null, pts.map(function (p) { return p.high; }));
+    // Scaled to the runs that count: a run another tenant slowed 2x would squash the steps.
+    var counted = pts.filter(function (p) { return !p.left_out; });
+    var lo = Math.min.apply(null, counted.map(function (p) { return p.low; }));
+    var hi = Math.max.apply(null, counted.map(function (p) { return p.high; }));
     var pad = (hi - lo) * 0.08 || hi * 0.01 || 1; lo -= pad; hi += pad;
     var x = function (i) { return L + (nx > 1 ? i * (W - L - R) / (nx - 1) : (W - L - R) / 2); };
     var y = function (v) { return T + (hi - v) * (H - T - B) / (hi - lo); };
@@ -75,10 +80,16 @@
       if (line.length === 1) line.push(line[0]);
       el("polyline", {points: line.join(" "), "class": "fit"}, svg);
     });
+    var drawn = function (p) { return Math.min(Math.max(y(p.value), T), H - B); };
     var g = el("g", {"class": "points"}, svg);
     pts.forEach(function (p) {
-      el("line", {x1: x(p.x), x2: x(p.x), y1: y(p.low), y2: y(p.high), "class": "interval"}, g);
-      el("circle", {cx: x(p.x), cy: y(p.value), r: 3.5, "class": "point", "data-commit": p.commit || ""}, g);
+      if (!p.left_out) {
+        el("line", {x1: x(p.x), x2: x(p.x), y1: y(p.low), y2: y(p.high), "class": "interval"}, g);
+        el("circle", {cx: x(p.x), cy: y(p.value), r: 3.5, "class": "point", "data-commit": p.commit || ""}, g);
+        return;
+      }
+      el("circle", {cx: x(p.x), cy: drawn(p), r: 3.5, "data-commit": p.commit || "",
+                    "class": "point left-out" + (drawn(p) !== y(p.value) ? " clipped" : "")}, g);
     });
     var tip = document.createElement("div");
     tip.className = "tooltip";
@@ -86,9 +97,11 @@
     div.appendChild(tip);
     svg.addEventListener("mousemove", function (ev) {
       var box = svg.getBoundingClientRect();
-      var mx = (ev.clientX - box.left) * W / box.width;
+      var mx = (ev.clientX - box.left) * W / box.width, my = (ev.clientY - box.top) * H / box.height;
+      // The nearest run as drawn: of a commit's runs, the one under the mouse.
+      var far = function (p) { return Math.pow(x(p.x) - mx, 2) + Math.pow(drawn(p) - my, 2); };
       var best = null;
-      pts.forEach(function (p) { if (!best || Math.abs(x(p.x) - mx) < Math.abs(x(best.x) - mx)) best = p; });
+      pts.forEach(function (p) { if (!best || far(p) < far(best)) best = p; });
       var c = s.commits[best.x];
       tip.textContent = "";
       [(c.tag ? c.tag + " " : "") + (c.commit || "(no commit)") + (c.dirty ? " (dirty)" : "") +
@@ -96,6 +109,8 @@
        c.subject || "", c.time || "",
        "run " + best.run + ": " + (best.value / s.scale).toPrecision(4) + " " + s.unit +
          " [" + (best.low / s.scale).toPrecision(4) + ", " + (best.high / s.scale).toPrecision(4) + "]",
+       best.left_out ? "left out of the level: its core ran " + best.slowdown.toFixed(2) +
+         "x slower than full speed (another tenant's work)" : "",
        best.env || ""].forEach(function (line) {
         if (!line) return;
         var d = document.createElement("div");
