@@ -213,3 +213,36 @@ def test_the_command_line_runs_it_and_history_shows_it(history_commits, tmp_path
                           str(store), "--", "true"], cwd=repo, capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and "give the revisions to run" in bad.stderr
+
+
+def _store(root: Path, levels: list[float], runs: int) -> history.Series:
+    """``runs`` runs of "f" at each of ``levels`` (one commit each), 1% apart alternately."""
+    from opbench.core.measurement import Measurement, TaskSpec
+    from opbench.store import baselines
+
+    for k in range(runs):
+        for i, level in enumerate(levels):
+            git = {"commit": f"{i + 1:040x}", "dirty": False, "position": i + 1,
+                   "commit_time": f"2026-01-01T00:{i:02d}:00Z"}
+            times = [level * (1 + 0.01 * (-1) ** (k + i)) * 1e-6 * (1 + j / 4000) for j in range(40)]
+            baselines.autosave([Measurement(1, times, TaskSpec("f()", "pass", name="f"))],
+                               root=root, git=git)
+    return history.load(root).series("f")
+
+
+def test_a_step_is_in_doubt_only_where_runs_beside_it_could_settle_it(tmp_path):
+    # Two steps within the noise (1% run-to-run noise, two runs a commit). +7% between the
+    # last two commits (z = 3.2): six runs at each would take it to 5.6. +3% between two
+    # levels of six commits (z = 3.5): six runs at the two commits beside it would take
+    # it to 4.0 only, as they hardly move its standard error.
+    short = _store(tmp_path / "short", [1.0] * 6 + [1.3, 1.3 * 1.07], runs=2)
+    big, small = short.detect().changes
+    assert big.exceeds_noise and (small.start, small.end) == (6, 7)
+    assert not small.exceeds_noise and small.z >= backfill.DOUBT_Z
+    assert backfill.in_doubt(short, 6) == {6, 7}
+    long = _store(tmp_path / "long", [1.0] * 6 + [1.03] * 6, runs=2)
+    step, = long.detect().changes
+    assert (step.start, step.end) == (5, 6)
+    assert not step.exceeds_noise and step.z >= backfill.DOUBT_Z
+    assert backfill.in_doubt(long, 6) == set()
+    assert backfill.in_doubt(long, 60) == {5, 6}  # with ten times as many runs, they could

@@ -72,8 +72,11 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Change", "Detection", "detect", "detect_runs", "replicate_noise"]
+__all__ = ["Z_MIN", "Change", "Detection", "detect", "detect_runs", "replicate_noise"]
 
+#: How many standard errors of the noise a change must reach to be beyond it, by default
+#: (module doc: one false change in 400 flat histories).
+Z_MIN = 5.0
 # Second differences of iid noise have variance 6 sigma^2; 1.4826 makes a MAD a sigma.
 _MAD_TO_SIGMA = 1.4826 / math.sqrt(6)
 # A one-point spike: this many sigmas from both neighbours, which agree within it.
@@ -301,7 +304,7 @@ def _chi2_ratio(df: int, p: float) -> float:
 
 
 def detect(values: Sequence[float], *, weights: Sequence[float] | None = None,
-           run_noise: float | None = None, z_min: float = 5.0, penalty: float | None = None,
+           run_noise: float | None = None, z_min: float = Z_MIN, penalty: float | None = None,
            noise_floor: float = 1e-4, min_size: int = 2) -> Detection:
     """Steps and drifts in ``values`` (positive numbers, one per commit, in order).
 

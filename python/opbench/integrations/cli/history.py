@@ -57,6 +57,7 @@ from typing import Any
 
 from opbench._text import printable
 from opbench.integrations.cli import UsageError, command_parser, parse_fraction
+from opbench.stats import changepoints
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -74,7 +75,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--threshold", default="5%",
                    help="size of a change up that fails --regressions, '5%%' or '0.05' "
                         "(default 5%%)")
-    p.add_argument("--z", type=float, default=5.0,
+    p.add_argument("--z", type=float, default=changepoints.Z_MIN,
                    help="standard errors of the noise a change must reach (default 5)")
     p.add_argument("--prune-keep", type=int, metavar="N", help="delete all but the newest N runs")
     p.add_argument("--prune-older-than", type=float, metavar="DAYS",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 
 from opbench.integrations.cli import UsageError, command_parser
+from opbench.stats import changepoints
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -27,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                   ".opbench)")
     p.add_argument("--machine", action="append",
                    help="a machine id to include (repeatable; default: every machine)")
-    p.add_argument("--z", type=float, default=5.0,
+    p.add_argument("--z", type=float, default=changepoints.Z_MIN,
                    help="standard errors of the noise a change must reach to be marked "
                         "(default 5)")
     p.add_argument("--redact", action="store_true",
