@@ -30,25 +30,12 @@ commit's level (``opbench.store.history``: the speed probe says so), so the comm
 is left with fewer replicates than asked for, or none. After the passes, each
 commit where a benchmark has fewer than ``runs`` runs at full speed gets a
 make-up run of just those benchmarks (``$OPBENCH_SELECT``, which opbench's pytest
-plugin reads; another command runs whole), in rounds, at most two tries for each
-run at full speed it was to have; each waits up to 3 s for this core to run the
-speed probe at the history's full speed (``opbench.core.recovery.wait_for_speed``:
-the other tenant's work comes and goes over seconds). A make-up run is saved with
-the benchmarks it ran (``MAKEUP_KEY`` in its environment) and is not counted as one
-of a commit's passes when a backfill resumes.
-
-**Steps in doubt.** A step that the change points found but that is within the
-noise, by at least ``DOUBT_Z`` of its standard errors, may be a real change that
-three runs a side cannot tell (a 10% step between two releases against 3%
-run-to-run noise is z = 4.2; ``benchmarks/real_history.py``), or noise. The two
-commits on either side of it get make-up runs of that benchmark until the step is
-beyond the noise or gone, or they have ``3 * runs`` runs at full speed (z grows as
-the square root of the runs: the 10% step reaches 7). The step is tested afresh
-after every round; a step in noise shrinks as runs are added, so few of them end
-beyond it (the false changes of ``benchmarks/real_history.py`` say how few). Only
-steps whose z the runs could take to 5 were tried too (z times the growth of its
-standard error): it found the 10% step in 3 of 10 histories, against 4 of 4
-without, in about the same time, as an observed z is its step's give or take one.
+plugin reads; another command runs whole), up to ``2 * runs`` rounds; each waits
+up to 3 s for this core to run the speed probe at the history's full speed
+(``opbench.core.recovery.wait_for_speed``: the other tenant's work comes and goes
+over seconds). A make-up run is saved with the benchmarks it ran (``MAKEUP_KEY`` in
+its environment) and is not counted as one of a commit's passes when a backfill
+resumes.
 
 Example::
 
@@ -75,20 +62,15 @@ from opbench.revisions.git import git, resolve
 from opbench.store import baselines, history
 from opbench.store.results import load
 
-__all__ = ["DOUBT_Z", "MAKEUP_KEY", "Backfill", "backfill", "commits", "in_doubt"]
+__all__ = ["MAKEUP_KEY", "Backfill", "backfill", "commits"]
 
 #: Where a make-up run's environment lists the benchmarks it ran (the others did not).
 MAKEUP_KEY = "makeup"
-#: A step within the noise with at least this ``z`` is in doubt (module doc): half the
-#: detector's default threshold of 5.
-DOUBT_Z = 2.5
-# Make-up tries per run at full speed a commit is to have: beside two spinning processes
-# on two CPUs, 40% to 60% of the runs of the longer benchmarks shared their core
-# (benchmarks/real_history.py), and with one try per run, a commit in ten was left with
-# a single run at full speed, which is no level.
-_MAKEUP_TRIES = 2
-# Runs at full speed, per run asked for, at the commits on either side of a step in doubt.
-_DOUBT_RUNS = 3
+# Make-up rounds, per run asked for: beside two spinning processes on two CPUs, 40% to 60%
+# of the runs of the longer benchmarks shared their core (benchmarks/real_history.py), and
+# with one round per run asked for, a commit in ten was left with a single run at full
+# speed, which is no level.
+_MAKEUP_ROUNDS = 2
 # How long a make-up run waits for this core to run at the history's full speed.
 _MAKEUP_WAIT_S = 3.0
 
@@ -157,46 +139,20 @@ def _held(root: str | Path | None) -> collections.Counter[str]:
                                and MAKEUP_KEY not in run.environment)
 
 
-@dataclasses.dataclass
-class _Short:
-    """A commit's benchmarks with fewer runs at full speed than ``wanted`` (the most any
-    of them is to have there)."""
-
-    keys: list[str] = dataclasses.field(default_factory=list)
-    wanted: int = 0
-    doubt: bool = False
-
-
 def _short(root: str | Path | None, commits: Sequence[str],
-           runs: int) -> tuple[dict[str, _Short], float | None]:
-    """(commit -> its benchmarks short of runs at full speed, the history's full speed).
-    A run whose fastest blocks shared their core with another tenant's work is left out
-    of the commit's level (``opbench.store.history``); a benchmark is to have ``runs``
-    runs at full speed at each commit, ``_DOUBT_RUNS * runs`` on either side of a step in
-    doubt."""
+           runs: int) -> tuple[dict[str, list[str]], float | None]:
+    """(commit -> the timed benchmarks with fewer than ``runs`` runs at full speed there,
+    the history's full speed): a run whose fastest blocks shared their core with another
+    tenant's work is left out of the commit's level (``opbench.store.history``)."""
     loaded = history.load(root)
-    wanted, short = set(commits), dict[str, _Short]()
+    wanted, short = set(commits), dict[str, list[str]]()
     for key, kind in loaded.benchmarks():
         if kind != history.TIME:
             continue
-        series = loaded.series(key)
-        doubt = in_doubt(series)
-        for i, (commit, points) in enumerate(series.by_commit()):
-            want = runs * (_DOUBT_RUNS if i in doubt else 1)
-            if commit in wanted and sum(not p.slow_core for p in points) < want:
-                entry = short.setdefault(commit, _Short())
-                entry.keys.append(key)
-                entry.wanted = max(entry.wanted, want)
-                entry.doubt |= i in doubt
+        for commit, points in loaded.series(key).by_commit():
+            if commit in wanted and sum(not p.slow_core for p in points) < runs:
+                short.setdefault(commit, []).append(key)
     return short, loaded.full_speed_ns
-
-
-def in_doubt(series: history.Series) -> set[int]:
-    """The commits (``by_commit()`` indexes) on either side of a step in doubt: within the
-    noise by at least ``DOUBT_Z``."""
-    return {i for c in series.detect().changes
-            if c.kind == "step" and not c.exceeds_noise and c.z >= DOUBT_Z
-            for i in (c.start, c.end)}
 
 
 def backfill(revs: Sequence[str], command: Sequence[str], *, runs: int = 3,
@@ -219,9 +175,8 @@ def backfill(revs: Sequence[str], command: Sequence[str], *, runs: int = 3,
             tagged commits.
         prepare: a command run in each worktree before ``command`` (an install).
         timeout: seconds one run may take.
-        makeup: after the passes, make-up runs of the benchmarks that have fewer than
-            ``runs`` runs at full speed at a commit, or fewer than ``3 * runs`` beside a
-            step in doubt (module doc).
+        makeup: after the passes, up to ``2 * runs`` make-up runs per commit of the
+            benchmarks that have fewer than ``runs`` runs at full speed there (module doc).
         progress: gets a line per run (default: none).
 
     Raises:
@@ -249,24 +204,18 @@ def backfill(revs: Sequence[str], command: Sequence[str], *, runs: int = 3,
                     say(f"{where}: in the history already")
                     continue
                 held[commit] += runner.run(commit, where)
-        tried = collections.Counter[str]()
-        k = 0
-        while makeup:
+        rounds = _MAKEUP_ROUNDS * runs if makeup else 0
+        for k in range(1, rounds + 1):
             short, full_speed = _short(root, todo, runs)
-            due = [c for c in todo if c in short and tried[c] < _MAKEUP_TRIES * short[c].wanted]
-            if not due:
+            if not short:
                 break
-            k += 1
-            for commit in due:
-                tried[commit] += 1
+            for commit in (c for c in todo if c in short):
                 runner.done.makeup += 1
                 if full_speed:  # not into a slowed spell: most make-ups would be wasted
                     recovery.wait_for_speed(full_speed, history.FULL_SPEED, _MAKEUP_WAIT_S)
-                need = short[commit]
-                runner.run(commit, f"[make-up {k}, try {tried[commit]}/{_MAKEUP_TRIES * need.wanted}] "
-                                   f"{runner.name(commit)}: {len(need.keys)} benchmark(s) with "
-                                   f"fewer than {need.wanted} runs at full speed"
-                                   + (" (a step in doubt)" if need.doubt else ""), need.keys)
+                runner.run(commit, f"[make-up {k}/{rounds}] {runner.name(commit)}: "
+                                   f"{len(short[commit])} benchmark(s) with fewer than {runs} "
+                                   "runs at full speed", short[commit])
     except KeyboardInterrupt:
         runner.done.interrupted = True
         say(f"interrupted: {len(runner.done.saved)} run(s) saved; run the same command again "

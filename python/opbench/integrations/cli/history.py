@@ -28,12 +28,10 @@ to B on B's first-parent line; a commit, branch or tag; ``--tags`` adds the tags
 matching PATTERN, ``--only-tagged`` keeps the tagged commits) in a temporary git
 worktree of it (``opbench.revisions.backfill``; the checkout you are in is never
 touched), N times each in passes over all commits (3 by default: a commit's runs
-are its replicates), and autosaves each run with that commit's facts. Then it
-runs again at each commit the benchmarks that have fewer than N runs there at
-full speed (a run whose fastest blocks shared their core with another tenant's
-work does not count), or fewer than 3N beside a step within the noise that may
-be real (``opbench.revisions.backfill``: a step in doubt); ``--no-makeup`` skips
-these make-up runs.
+are its replicates), and autosaves each run with that commit's facts. Then, up
+to 2N times, it runs again at each commit the benchmarks that have fewer than N
+runs there at full speed (a run whose fastest blocks shared their core with
+another tenant's work does not count; ``--no-makeup`` skips these make-up runs).
 A commit that has its runs already is skipped, so the same command resumes a
 backfill cut short. COMMAND saves a results file as for ``opbench ab`` (a pytest command
 with opbench's plugin does; a script saves to ``$OPBENCH_RESULTS_FILE``).
@@ -95,7 +93,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument("--timeout", type=float, help="seconds one run of COMMAND may take")
     run.add_argument("--no-makeup", dest="makeup", action="store_false",
                      help="no make-up runs for the benchmarks with fewer than N runs at full "
-                          "speed at a commit, or fewer than 3N beside a step in doubt")
+                          "speed at a commit")
     p.set_defaults(command=[])
     return p
 
