@@ -332,21 +332,29 @@ def test_a_site_written_where_others_can_write_is_warned_about(tmp_path):
         report.write(tmp_path / "private", root=store)
 
 
-@needs_chromium
-def test_tags_label_the_axis_and_changes_within_the_noise_are_drawn_faint(tmp_path, browser):
+def _save_release(store: Path, i: int, per_run: float, tags: list[str] | None = None,
+                  info: dict | None = None) -> None:
+    """A run of "f" (40 times from ``per_run`` seconds up, 1% apart in all) autosaved at
+    "release ``i``", the ``i + 1``-th commit."""
     from opbench.core.measurement import Measurement, TaskSpec
     from opbench.store import baselines
 
+    git = {"commit": f"{i + 1:040x}", "branch": None, "dirty": False, "position": i + 1,
+           "commit_time": f"2026-01-01T00:{i:02d}:00Z", "subject": f"release {i}",
+           "tags": tags or []}
+    times = [per_run * (1 + k / 4000) for k in range(40)]
+    baselines.autosave([Measurement(1, times, TaskSpec("f()", "pass", name="f"), info=dict(info or {}))],
+                       root=store, git=git)
+
+
+@needs_chromium
+def test_tags_label_the_axis_and_changes_within_the_noise_are_drawn_faint(tmp_path, browser):
     levels = [1.0, 1.0, 1.0, 1.012, 1.012, 1.012, 1.5, 1.5, 1.5]  # +1.2%: within; +48%: beyond
     for rep in range(2):
         for i, level in enumerate(levels):
-            git = {"commit": f"{i + 1:040x}", "branch": None, "dirty": False, "position": i + 1,
-                   "commit_time": f"2026-01-01T00:{i:02d}:00Z", "subject": f"release {i}",
-                   "tags": [f"v1.{i}"] if i % 2 == 0 else []}
             noise = 1 + 0.004 * ((rep * 2 + i) % 3 - 1)
-            times = [level * noise * 1e-6 * (1 + k / 4000) for k in range(40)]
-            baselines.autosave([Measurement(1, times, TaskSpec("f()", "pass", name="f"))],
-                               root=tmp_path / "store", git=git)
+            _save_release(tmp_path / "store", i, level * noise * 1e-6,
+                          tags=[f"v1.{i}"] if i % 2 == 0 else [])
     site = report.write(tmp_path / "site", root=tmp_path / "store")
     browser.open(page_of(site, "f"))
     assert browser.errors() == []
@@ -364,21 +372,14 @@ def test_tags_label_the_axis_and_changes_within_the_noise_are_drawn_faint(tmp_pa
 
 @needs_chromium
 def test_a_run_left_out_of_its_level_is_drawn_apart_and_says_why(tmp_path, browser):
-    from opbench.core.measurement import Measurement, TaskSpec
-    from opbench.store import baselines
-
     # Three commits of two runs; the first run at the middle one shared its core with
     # another tenant's work all along (the probe read 1.8) and took 1.8x as long.
     for rep in range(2):
         for i in range(3):
-            git = {"commit": f"{i + 1:040x}", "branch": None, "dirty": False, "position": i + 1,
-                   "commit_time": f"2026-01-01T00:{i:02d}:00Z", "subject": f"release {i}"}
             slow = 1.8 if (i, rep) == (1, 0) else 1.0
             signals = {"waits": [0.0] * 40, "slowdowns": [slow] * 40, "threads": 1, "cpus": 2}
-            times = [slow * (1 + 0.002 * rep) * 1e-6 * (1 + k / 4000) for k in range(40)]
-            baselines.autosave([Measurement(1, times, TaskSpec("f()", "pass", name="f"),
-                                            info={"disturbance": signals})],
-                               root=tmp_path / "store", git=git)
+            _save_release(tmp_path / "store", i, slow * (1 + 0.002 * rep) * 1e-6,
+                          info={"disturbance": signals})
     site = report.write(tmp_path / "site", root=tmp_path / "store")
     browser.open(page_of(site, "f"))
     assert browser.errors() == []

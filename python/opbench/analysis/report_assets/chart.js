@@ -82,14 +82,11 @@
     });
     var drawn = function (p) { return Math.min(Math.max(y(p.value), T), H - B); };
     var g = el("g", {"class": "points"}, svg);
-    pts.forEach(function (p) {
-      if (!p.left_out) {
+    pts.forEach(function (p) {  // a counted run is within the scale: drawn where it is
+      if (!p.left_out)
         el("line", {x1: x(p.x), x2: x(p.x), y1: y(p.low), y2: y(p.high), "class": "interval"}, g);
-        el("circle", {cx: x(p.x), cy: y(p.value), r: 3.5, "class": "point", "data-commit": p.commit || ""}, g);
-        return;
-      }
-      el("circle", {cx: x(p.x), cy: drawn(p), r: 3.5, "data-commit": p.commit || "",
-                    "class": "point left-out" + (drawn(p) !== y(p.value) ? " clipped" : "")}, g);
+      var where = p.left_out ? " left-out" + (drawn(p) !== y(p.value) ? " clipped" : "") : "";
+      el("circle", {cx: x(p.x), cy: drawn(p), r: 3.5, "class": "point" + where, "data-commit": p.commit || ""}, g);
     });
     var tip = document.createElement("div");
     tip.className = "tooltip";
