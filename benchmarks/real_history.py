@@ -33,7 +33,8 @@ fresh history per repetition, ``--reps`` times beside the spinning processes and
 ``--quiet-reps`` times without; then the change points. Its make-up runs are
 part of it: beside the spinning processes a third to a half of the runs share
 their core all along their fastest blocks (1.3 to 2x slower), and a benchmark
-left with fewer than 3 runs at full speed at a commit is run there again. Every change of 10% or
+left with fewer than 3 runs at full speed at a commit is run there again; then each step in
+doubt gets 9 paired rounds of its two commits. Every change of 10% or
 more in the truth must be found at its commit (a step beyond the noise there,
 the right way), and no change beyond the noise may be reported where the truth
 moved less than 3%, unless its size is within 5 points of the truth's (time and
@@ -367,8 +368,9 @@ def part_history(repo: Path, commits: list[str], releases: list[str], ratios: di
                           f"v{releases[0]}..v{releases[-1]}", "--runs", str(runs), "--root",
                           str(root), "--", *_PYTEST], cwd=repo)
             seconds = time.monotonic() - started
-            made_up = sum(backfill.MAKEUP_KEY in run.environment
-                          for run in history.load(root).runs)
+            kept_runs = history.load(root).runs
+            made_up = sum(backfill.MAKEUP_KEY in run.environment for run in kept_runs)
+            paired = len({run.settles for run in kept_runs if run.settles})
             required, false = score_history(root, commits, ratios)
             if rep == 0 and condition == "under load":
                 shown = _run([sys.executable, "-m", "opbench", "history", "--root", str(root),
@@ -382,7 +384,8 @@ def part_history(repo: Path, commits: list[str], releases: list[str], ratios: di
                 shutil.rmtree(root, ignore_errors=True)
         results.setdefault(condition, []).append((required, false, seconds))
         print(f"  {condition} {rep + 1}: {sum(required.values())} of {len(required)} real "
-              f"changes found, {len(false)} false ({seconds:.0f} s, {made_up} make-up runs)"
+              f"changes found, {len(false)} false ({seconds:.0f} s, {made_up} make-up runs, "
+              f"{paired} paired rounds)"
               + (": " + "; ".join(false) if false else ""), flush=True)
     print(f"\n  real changes of {REAL:.0%} or more, found at their commit (a step there, the "
           f"right way):")

@@ -37,8 +37,9 @@ def test_a_range_runs_in_passes_in_worktrees_and_saves_each_commits_facts(tagged
     before = _status(repo)
     lines: list[str] = []
     try:
+        # The passes alone: paired rounds (at a step in doubt by chance) are tested below.
         done = backfill.backfill([f"{commits[10]}..{commits[12]}"], [sys.executable, "bench.py"],
-                                 runs=2, root=tmp_path / "store", repo=repo,
+                                 runs=2, root=tmp_path / "store", repo=repo, settle=False,
                                  progress=lines.append)
         assert _status(repo) == before  # the user's checkout: same commit, same edits
     finally:
@@ -69,7 +70,7 @@ def test_a_range_runs_in_passes_in_worktrees_and_saves_each_commits_facts(tagged
 
 def test_running_it_again_resumes(history_commits, tmp_path):
     repo, commits = history_commits
-    args = dict(root=tmp_path / "store", repo=repo)
+    args = dict(root=tmp_path / "store", repo=repo, settle=False)
     first = backfill.backfill([f"{commits[3]}..{commits[4]}"], [sys.executable, "bench.py"],
                               runs=1, **args)
     assert len(first.saved) == 2
@@ -80,37 +81,57 @@ def test_running_it_again_resumes(history_commits, tmp_path):
     assert [len(points) for _, points in groups] == [2, 2]
 
 
-# A command that measures "jump" and "flat_a" from the commit's costs.json, only those
-# $OPBENCH_SELECT names when it is set (as opbench's plugin does), and whose first run at
-# a commit of the 15% step ran "jump" on a core another tenant slowed 1.7x all along.
-_SLOWED_ONCE = """
+# A command measuring the benchmarks its first argument (JSON) names, at the commit's index
+# in costs.json, each {"step": s (s slower from commit 12 on), "slowed": f (its first run at
+# commit 12 on a core another tenant slowed f times all along), "noise": r (a commit's run k
+# reads 1 + r * (-1)**k), "later": o (every run after the first PASSES reads o times: a later
+# state of the machine)}; only those $OPBENCH_SELECT names when it is set, as opbench's
+# plugin does. Its second argument is a folder where it counts runs.
+_BENCH = """
 import json, os, sys
 from pathlib import Path
 from opbench.core.measurement import Measurement, TaskSpec
 from opbench.store import results
 
-spec = json.loads(Path("costs.json").read_text())
-seen = Path(sys.argv[1]) / f"{spec['index']}.runs"
-first = not seen.exists()
-seen.write_text("ran")
-wanted = json.loads(os.environ.get("OPBENCH_SELECT") or '["jump", "flat_a"]')
+config, seen, passes = json.loads(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+index = json.loads(Path("costs.json").read_text())["index"]
+
+
+def count(name):
+    path = seen / name
+    k = int(path.read_text()) if path.exists() else 0
+    path.write_text(str(k + 1))
+    return k
+
+
+k, n = count(f"{index}.runs"), count("all.runs")
 out = []
-for name in wanted:
-    slow = 1.7 if name == "jump" and first and spec["index"] == 12 else 1.0
+for name in json.loads(os.environ.get("OPBENCH_SELECT") or json.dumps(sorted(config))):
+    c = config[name]
+    slow = c.get("slowed", 1.0) if k == 0 and index == 12 else 1.0
+    level = 1e-6 * (1 + c.get("step", 0.0) * (index >= 12)) * (1 + c.get("noise", 0.0) * (-1) ** k)
+    level *= c.get("later", 1.0) if n >= passes else 1.0
     signals = {"waits": [0.0] * 40, "slowdowns": [slow] * 40, "threads": 1, "cpus": 2}
-    times = [spec["costs"][name] * slow * (1 + 0.001 * (k % 7)) for k in range(40)]
+    times = [level * slow * (1 + 0.001 * (j % 7)) for j in range(40)]
     out.append(Measurement(1, times, TaskSpec(name, "pass", name=name),
                            info={"disturbance": signals}))
 results.save(out, os.environ["OPBENCH_RESULTS_FILE"])
 """
 
 
+def _bench(tmp_path: Path, config: dict, passes: int = 0) -> list[str]:
+    """The command running ``_BENCH`` with ``config``, counting its runs in tmp_path."""
+    import json
+
+    script, seen = tmp_path / "bench_config.py", tmp_path / "seen"
+    seen.mkdir(parents=True, exist_ok=True)
+    script.write_text(_BENCH)
+    return [sys.executable, str(script), json.dumps(config), str(seen), str(passes)]
+
+
 def test_a_benchmark_short_of_runs_at_full_speed_gets_make_up_runs(history_commits, tmp_path):
     repo, commits = history_commits
-    script = tmp_path / "bench_slowed_once.py"
-    script.write_text(_SLOWED_ONCE)
-    (tmp_path / "seen").mkdir()
-    command = [sys.executable, str(script), str(tmp_path / "seen")]
+    command = _bench(tmp_path, {"jump": {"step": 0.15, "slowed": 1.7}, "flat_a": {}})
     args = dict(runs=2, root=tmp_path / "store", repo=repo)
     lines: list[str] = []
     done = backfill.backfill([f"{commits[11]}..{commits[13]}"], command, progress=lines.append,
@@ -134,6 +155,50 @@ def test_a_benchmark_short_of_runs_at_full_speed_gets_make_up_runs(history_commi
     off = backfill.backfill([commits[12]], command, makeup=False,
                             **{**args, "root": tmp_path / "other"})
     assert off.makeup == 0 and len(off.saved) == 2
+
+
+def test_a_step_in_doubt_gets_paired_rounds_that_settle_it(history_commits, tmp_path):
+    repo, commits = history_commits
+    # A 7.5% step at commit 12 against 1% run-to-run noise: two runs a side make it z = 3.4,
+    # within the noise (5), in doubt. Every run after the passes reads 5% slower (the
+    # machine later): runs added to commit 12 as levels would make a step of their own at
+    # 12..13; in rounds the offset is in both runs of each, and the ratio is the step.
+    config = {"small": {"step": 0.075, "noise": 0.01, "later": 1.05}, "flat": {"noise": 0.01}}
+    command = _bench(tmp_path, config, passes=6)
+    store = tmp_path / "store"
+    lines: list[str] = []
+    done = backfill.backfill([f"{commits[11]}..{commits[13]}"], command, runs=2, root=store,
+                             repo=repo, progress=lines.append)
+    # Six rounds (3 per run asked for) of "small" alone, its two commits in turn first.
+    assert not done.failed and done.makeup == 0 and done.rounds == 6
+    assert [c for c, _ in done.saved[6:]] == [commits[11], commits[12], commits[12],
+                                              commits[11]] * 3
+    assert lines[6].startswith(f"[round 1/12] {short_commit(commits[11])}.."
+                               f"{short_commit(commits[12])}: 1 benchmark(s) with a step in "
+                               "doubt: saved")
+    h = history.load(store)
+    assert {r.task_spec.name for run in h.runs if run.settles for r in run.results} == {"small"}
+    series = h.series("small")
+    # The rounds are no levels: each commit keeps its two runs.
+    assert [len(pts) for _, pts in series.by_commit()] == [2, 2, 2]
+    assert [len(pairs) for pairs in series.paired().values()] == [6]
+    levels = series.detect(rounds={})
+    step, = levels.changes
+    assert not step.exceeds_noise and step.z >= changepoints.DOUBT_Z
+    step, = series.detect().changes
+    assert (step.start, step.end, step.exceeds_noise, step.rounds) == (0, 1, True, 6)
+    assert step.z > 6 and step.size == pytest.approx(0.075, abs=0.001)
+    assert history.evidence(step) == f"z={step.z:.1f} with 6 paired rounds"
+    # Resuming: the rounds are no passes, and the step has its rounds.
+    again = backfill.backfill([f"{commits[11]}..{commits[13]}"], command, runs=2, root=store,
+                              repo=repo)
+    assert again.skipped == 6 and not again.saved and again.rounds == 0
+    # Without rounds the same step stays within the noise.
+    off = backfill.backfill([f"{commits[11]}..{commits[13]}"], _bench(tmp_path / "off", config, 6),
+                            runs=2, repo=repo, root=tmp_path / "other", settle=False)
+    assert off.rounds == 0 and len(off.saved) == 6
+    step, = history.load(tmp_path / "other").series("small").detect().changes
+    assert not step.exceeds_noise
 
 
 def test_tags_bound_what_runs(tagged, tmp_path):
@@ -163,10 +228,11 @@ def test_the_command_line_runs_it_and_history_shows_it(history_commits, tmp_path
     store = tmp_path / "store"
     run = subprocess.run([sys.executable, "-m", "opbench", "history", "run",
                           f"{commits[11]}..{commits[13]}", "--runs", "1", "--root", str(store),
-                          "--", sys.executable, "bench.py"], cwd=repo, capture_output=True,
-                         text=True, timeout=300)
+                          "--no-settle", "--", sys.executable, "bench.py"], cwd=repo,
+                         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "[3/3]" in run.stdout and "3 run(s) saved over 3 commit(s)" in run.stdout
+    assert "[3/3]" in run.stdout
+    assert "3 run(s) saved over 3 commit(s) (0 make-up, 0 paired round(s))" in run.stdout
     shown = subprocess.run([sys.executable, "-m", "opbench", "history", "jump", "--root",
                             str(store)], capture_output=True, text=True, timeout=120)
     assert f"{short_commit(commits[12])}  -" in shown.stdout and "change 12" in shown.stdout

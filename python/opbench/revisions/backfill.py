@@ -37,6 +37,25 @@ over seconds). A make-up run is saved with the benchmarks it ran (``MAKEUP_KEY``
 its environment) and is not counted as one of a commit's passes when a backfill
 resumes.
 
+**Paired rounds at a step in doubt.** Then each step in doubt
+(``opbench.stats.changepoints.doubts``: neighbouring commits whose levels differ by
+2.5 or more standard errors of the run-to-run noise, with no change beyond the
+noise between them) gets ``3 * runs`` paired rounds of the benchmarks in doubt there:
+the commit before it and the commit after it, back to back, in a checkout of each
+kept for the rounds, in turn first (ABBA), each round after a wait for full speed as
+a make-up run's. The rounds of every step go in turns, so each step's rounds fall in
+different minutes of the machine. A round counts where both runs ran at full speed;
+rounds are tried until each step has its count, at most twice that. The history
+tests the step on its levels and its rounds together (``opbench.store.history``).
+The number of rounds is fixed before they start and does not depend on what they
+read, so their test keeps its error rate: stopping a step's rounds once its test
+passed would give chance many tries. A round's run is saved with ``SETTLE_KEY``
+(``opbench.store.history``) in its environment and is no level of its commit:
+runs added at one commit in one stretch of time share that stretch's offset, and
+five false changes in nine histories came of counting them as levels
+(``benchmarks/real_history.py``, the changelog). ``settle=False`` (``--no-settle``)
+skips the rounds.
+
 Example::
 
     done = backfill(["v1.0..main"], ["python", "-m", "pytest", "benchmarks/"], runs=3)
@@ -45,6 +64,7 @@ Example::
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import time
@@ -57,7 +77,7 @@ from opbench.core import recovery
 from opbench.errors import ResultsFileError
 from opbench.revisions import RevisionError
 from opbench.revisions.bisection import SELECT_ENV, BisectError, commits_between
-from opbench.revisions.checkout import run_at
+from opbench.revisions.checkout import Checkout, checkout, run_at
 from opbench.revisions.git import git, resolve
 from opbench.store import baselines, history
 from opbench.store.results import load
@@ -71,8 +91,12 @@ MAKEUP_KEY = "makeup"
 # with one round per run asked for, a commit in ten was left with a single run at full
 # speed, which is no level.
 _MAKEUP_ROUNDS = 2
-# How long a make-up run waits for this core to run at the history's full speed.
+# How long a make-up run or a round waits for this core to run at the history's full speed.
 _MAKEUP_WAIT_S = 3.0
+# Paired rounds at a step in doubt, per run asked for: a 10% step against 3% run-to-run
+# noise is then z = 7 (rounds and levels together), beyond the noise in all but one
+# history in a hundred.
+_SETTLE_ROUNDS = 3
 
 
 def commits(revs: Sequence[str], repo: str | Path = ".", *, tags: str | None = None,
@@ -118,14 +142,15 @@ def commits(revs: Sequence[str], repo: str | Path = ".", *, tags: str | None = N
 @dataclasses.dataclass
 class Backfill:
     """What a backfill did: the commits, in order; ``saved`` (commit, path) per run
-    saved (make-up runs included); ``skipped`` runs the history already held; ``makeup``
-    make-up runs tried; ``failed`` (commit, why) per run that failed; ``interrupted`` when
-    Ctrl-C stopped it."""
+    saved (make-up runs and rounds included); ``skipped`` runs the history already held;
+    ``makeup`` make-up runs tried; ``rounds`` paired rounds tried; ``failed`` (commit,
+    why) per run that failed; ``interrupted`` when Ctrl-C stopped it."""
 
     commits: list[str]
     saved: list[tuple[str, Path]] = dataclasses.field(default_factory=list)
     skipped: int = 0
     makeup: int = 0
+    rounds: int = 0
     failed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     interrupted: bool = False
 
@@ -136,7 +161,7 @@ def _held(root: str | Path | None) -> collections.Counter[str]:
     loaded = history.load(root)
     return collections.Counter(run.commit for run in loaded.runs
                                if run.commit and not run.git.get("dirty")
-                               and MAKEUP_KEY not in run.environment)
+                               and MAKEUP_KEY not in run.environment and run.settles is None)
 
 
 def _short(root: str | Path | None, commits: Sequence[str],
@@ -155,11 +180,34 @@ def _short(root: str | Path | None, commits: Sequence[str],
     return short, loaded.full_speed_ns
 
 
+def _in_doubt(root: str | Path | None, commits: Sequence[str],
+              rounds: int) -> tuple[dict[tuple[str, str], list[str]], float | None]:
+    """((commit before, commit after) -> the timed benchmarks whose step there is in doubt
+    by their levels and has fewer than ``rounds`` rounds at full speed, the history's
+    full speed)."""
+    loaded = history.load(root)
+    wanted, found = set(commits), dict[tuple[str, str], list[str]]()
+    for key, kind in loaded.benchmarks():
+        if kind != history.TIME:
+            continue
+        series = loaded.series(key)
+        groups, paired = series.by_commit(), series.paired()
+        # In doubt by the levels alone: what the rounds read must not decide how many
+        # there are (module doc).
+        for i in series.doubts(series.detect(rounds={})):
+            before, after = groups[i][0], groups[i + 1][0]
+            if (before is not None and after is not None and before in wanted
+                    and after in wanted and len(paired.get(i, ())) < rounds):
+                found.setdefault((before, after), []).append(key)
+    return found, loaded.full_speed_ns
+
+
 def backfill(revs: Sequence[str], command: Sequence[str], *, runs: int = 3,
              root: str | Path | None = None, repo: str | Path = ".",
              tags: str | None = None, only_tagged: bool = False,
              prepare: Sequence[str] | None = None, timeout: float | None = None,
-             makeup: bool = True, progress: Callable[[str], Any] | None = None) -> Backfill:
+             makeup: bool = True, settle: bool = True,
+             progress: Callable[[str], Any] | None = None) -> Backfill:
     """Runs ``command`` ``runs`` times at each commit ``revs`` name and autosaves every
     run's results into the history under ``root`` (module doc).
 
@@ -177,6 +225,7 @@ def backfill(revs: Sequence[str], command: Sequence[str], *, runs: int = 3,
         timeout: seconds one run may take.
         makeup: after the passes, up to ``2 * runs`` make-up runs per commit of the
             benchmarks that have fewer than ``runs`` runs at full speed there (module doc).
+        settle: then ``3 * runs`` paired rounds at each step in doubt (module doc).
         progress: gets a line per run (default: none).
 
     Raises:
@@ -215,12 +264,42 @@ def backfill(revs: Sequence[str], command: Sequence[str], *, runs: int = 3,
                     recovery.wait_for_speed(full_speed, history.FULL_SPEED, _MAKEUP_WAIT_S)
                 runner.run(commit, f"[make-up {k}/{rounds}] {runner.name(commit)}: "
                                    f"{len(short[commit])} benchmark(s) with fewer than {runs} "
-                                   "runs at full speed", short[commit])
+                                   "runs at full speed", short[commit],
+                           mark={MAKEUP_KEY: short[commit]})
+        if settle:
+            _settle(runner, todo, _SETTLE_ROUNDS * runs)
     except KeyboardInterrupt:
         runner.done.interrupted = True
         say(f"interrupted: {len(runner.done.saved)} run(s) saved; run the same command again "
             "to resume")
     return runner.done
+
+
+def _settle(runner: _Runner, todo: Sequence[str], wanted: int) -> None:
+    """``wanted`` paired rounds at full speed at each step in doubt, the steps' rounds in
+    turns, up to twice that many tried (module doc)."""
+    steps, full_speed = _in_doubt(runner.root, todo, wanted)
+    with contextlib.ExitStack() as stack:
+        kept: dict[str, Checkout] = {}
+        for k in range(1, 2 * wanted + 1):
+            if k > 1:
+                steps, full_speed = _in_doubt(runner.root, todo, wanted)
+            if not steps:
+                return
+            for (before, after), keys in steps.items():
+                for commit in (before, after):
+                    if commit not in kept:
+                        kept[commit] = stack.enter_context(checkout(
+                            commit, runner.repo, prepare=runner.prepare, timeout=runner.timeout))
+                runner.done.rounds += 1
+                if full_speed:
+                    recovery.wait_for_speed(full_speed, history.FULL_SPEED, _MAKEUP_WAIT_S)
+                where = (f"[round {k}/{2 * wanted}] {runner.name(before)}..{runner.name(after)}: "
+                         f"{len(keys)} benchmark(s) with a step in doubt")
+                # A number no earlier round of this step has: resuming adds rounds.
+                mark = {history.SETTLE_KEY: {"step": [before, after], "round": time.time_ns()}}
+                for commit in ((before, after) if k % 2 else (after, before)):
+                    runner.run(commit, where, keys, at=kept[commit], mark=mark)
 
 
 class _Runner:
@@ -238,20 +317,21 @@ class _Runner:
         return (f"{known['tags'][0]} ({short_commit(commit)})" if known.get("tags")
                 else short_commit(commit))
 
-    def run(self, commit: str, where: str, only: list[str] | None = None) -> bool:
-        """One run at ``commit``, saved (a make-up run of the benchmarks ``only``, when
-        given); whether it was."""
+    def run(self, commit: str, where: str, only: list[str] | None = None, *,
+            at: Checkout | None = None, mark: dict[str, Any] | None = None) -> bool:
+        """One run at ``commit`` (in the checkout ``at``, else a fresh one), saved with
+        ``mark`` added to its environment; of the benchmarks ``only``, when given; whether
+        it was saved."""
         started = time.monotonic()
-        run = run_at(commit, self.command, repo=self.repo, timeout=self.timeout,
-                     prepare=self.prepare,
-                     env=None if only is None else {SELECT_ENV: json.dumps(only)})
+        env = None if only is None else {SELECT_ENV: json.dumps(only)}
+        run = (at.run(self.command, env=env, timeout=self.timeout) if at is not None else
+               run_at(commit, self.command, repo=self.repo, timeout=self.timeout,
+                      prepare=self.prepare, env=env))
         problem = run.problem
         if not problem:
             try:
                 results = load(run.results)  # type: ignore[arg-type]
-                environment = dict(results.environment)
-                if only is not None:
-                    environment[MAKEUP_KEY] = only
+                environment = {**results.environment, **(mark or {})}
                 path = baselines.autosave(results, self.root, git=self.facts[commit],
                                           environment=environment)
             except (OSError, ResultsFileError) as e:

@@ -59,6 +59,25 @@ A change ``exceeds_noise`` when ``z >= z_min``, 5 by
 default: in 400 flat histories of 40 runs with 1% noise, one had a false change
 (``tests/test_changepoints.py``, ``benchmarks/history.py``).
 
+Paired rounds. A step between two commits whose levels are a few runs each is
+often within the noise when it is real: a 10% step between two single-commit
+levels of three runs each, against 3% run-to-run noise, is z = 4.2. More runs
+of one commit added later do not settle it: they share that later state of the
+machine, and their offset against the other commits' runs becomes a "change" of
+its own (``benchmarks/real_history.py`` measured five false changes in nine
+histories that way). Runs in *rounds* do: each round runs the commit before the
+step and the one after it back to back, so what the machine did then is in both,
+and their log ratio is the step, free of it. ``detect_runs(runs, rounds={i:
+[(before, after), ...]})`` tests the step between commits ``i`` and ``i + 1``
+on the two estimates together (inverse-variance weighted): the fit's (its levels'
+difference, or, where the fit has no boundary there, the two commits' medians')
+and the rounds' mean log ratio, whose standard error is their spread over the
+square root of their number, never below what the runs' own noise gives a ratio
+of two runs (a few rounds can agree by chance). Where that is beyond the noise
+and the fit had no boundary there, the fit is made again with one (``breaks``).
+A step's ``rounds`` says how many rounds its ``z`` holds. ``doubts`` names the
+steps worth rounds.
+
 Example:
     >>> values = [1.0] * 10 + [1.15] * 10
     >>> [(c.kind, c.start, c.end, round(c.size, 2)) for c in detect(values).changes]
@@ -69,14 +88,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-__all__ = ["Z_MIN", "Change", "Detection", "detect", "detect_runs", "replicate_noise"]
+__all__ = ["DOUBT_Z", "Z_MIN", "Change", "Detection", "detect", "detect_runs", "doubts",
+           "replicate_noise"]
 
 #: How many standard errors of the noise a change must reach to be beyond it, by default
 #: (module doc: one false change in 400 flat histories).
 Z_MIN = 5.0
+#: Two neighbouring commits whose levels differ by this many standard errors of the runs'
+#: own noise, with no change beyond the noise between them, are a step in doubt
+#: (``doubts``): in the histories of ``benchmarks/real_history.py`` the last release's
+#: -10% step read 2.5 or more in 11 of 13, and three to ten such steps came per history
+#: of seven benchmarks over thirteen commits.
+DOUBT_Z = 2.5
+# Rounds fewer than this say nothing of their own spread: they are not used.
+_MIN_ROUNDS = 3
 # Second differences of iid noise have variance 6 sigma^2; 1.4826 makes a MAD a sigma.
 _MAD_TO_SIGMA = 1.4826 / math.sqrt(6)
 # A one-point spike: this many sigmas from both neighbours, which agree within it.
@@ -95,7 +123,7 @@ class Change:
     ``size`` is relative: new / old - 1 (+0.15 is 15% higher). ``before`` and
     ``after`` are the fitted values on either side (the history's units). ``z`` is
     ``size`` in standard errors of the history's noise; ``exceeds_noise`` is
-    ``z >= z_min``.
+    ``z >= z_min``. ``rounds``: the paired rounds a step's ``z`` also holds (module doc).
     """
 
     kind: str
@@ -106,6 +134,7 @@ class Change:
     after: float
     z: float
     exceeds_noise: bool
+    rounds: int = 0
 
     @property
     def per_point(self) -> float:
@@ -256,12 +285,15 @@ def replicate_noise(runs: Sequence[Sequence[float]]) -> float | None:
 
 
 def detect_runs(runs: Sequence[Sequence[float]], *, trusted: Sequence[bool] | None = None,
+                rounds: Mapping[int, Sequence[tuple[float, float]]] | None = None,
                 **options: Any) -> Detection:
     """``detect`` on runs grouped by commit (one list of run values per commit, in commit
     order): each commit's value is its runs' median, weighed by how many there are, and
     the spread between them is a second estimate of the noise (``replicate_noise``). A
     commit not ``trusted`` (its runs all measured in a state of the machine the others
     were not) weighs as one run at most: no level of its own, despiked as a lone run.
+    ``rounds`` maps a step (``i``: between commits ``i`` and ``i + 1``) to paired rounds,
+    (run before, run after) each, that its test also holds (module doc).
 
     Example:
         >>> runs = [[1.0, 1.01, 0.99]] * 2 + [[1.5, 1.49, 1.52]] + [[1.0, 0.99, 1.01]] * 3
@@ -275,7 +307,74 @@ def detect_runs(runs: Sequence[Sequence[float]], *, trusted: Sequence[bool] | No
     weights = [_weight(v, noise) for v in runs]
     if trusted is not None:
         weights = [w if ok else min(w, 1.0) for w, ok in zip(weights, trusted)]
-    return detect(values, weights=weights, **options)
+    detection = detect(values, weights=weights, **options)
+    if not rounds:
+        return detection
+    z_min = options.get("z_min", Z_MIN)
+    tested = _paired(detection, values, weights, rounds, noise)
+    # A step the rounds put beyond the noise where the fit drew no boundary (the two
+    # commits' levels merged with their neighbours'): the fit again, with that boundary.
+    starts = {a for a, _ in detection.segments}
+    forced = {i + 1 for i, (z, _) in tested.items() if z >= z_min} - starts
+    if forced:
+        detection = detect(values, weights=weights, breaks=forced, **options)
+        tested = _paired(detection, values, weights, rounds, noise)
+    changes = [dataclasses.replace(c, z=tested[c.start][0], exceeds_noise=tested[c.start][0] >= z_min,
+                                   rounds=tested[c.start][1])
+               if c.kind == "step" and c.start in tested else c for c in detection.changes]
+    return dataclasses.replace(detection, changes=changes)
+
+
+def _paired(detection: Detection, values: Sequence[float], weights: Sequence[float],
+            rounds: Mapping[int, Sequence[tuple[float, float]]],
+            run_noise: float | None) -> dict[int, tuple[float, int]]:
+    """Each step with enough rounds -> (its z on the fit's estimate and the rounds' together,
+    the rounds): inverse-variance weighted, the rounds' standard error their spread over
+    the square root of their number, never below two runs' noise (module doc)."""
+    sigma = math.log1p(detection.noise)
+    steps = {c.start: c for c in detection.changes if c.kind == "step"}
+    tested = {}
+    for i, pairs in rounds.items():
+        ratios = [math.log(b / a) for a, b in pairs if a > 0 and b > 0]
+        if not 0 <= i < len(values) - 1 or len(ratios) < _MIN_ROUNDS:
+            continue
+        spread = max(statistics.stdev(ratios), math.sqrt(2) * (run_noise or sigma))
+        paired, paired_var = statistics.fmean(ratios), spread**2 / len(ratios)
+        step = steps.get(i)
+        if step is not None and step.z > 0 and step.size != 0:  # the fit's levels
+            fitted = math.log1p(step.size)
+            fitted_var = (fitted / step.z) ** 2
+        else:  # no boundary there: the two commits' own levels
+            fitted = math.log(values[i + 1] / values[i])
+            fitted_var = sigma**2 * (1 / weights[i] + 1 / weights[i + 1])
+        both = (fitted / fitted_var + paired / paired_var) / (1 / fitted_var + 1 / paired_var)
+        tested[i] = (abs(both) * math.sqrt(1 / fitted_var + 1 / paired_var), len(ratios))
+    return tested
+
+
+def doubts(runs: Sequence[Sequence[float]], detection: Detection, *,
+           z: float = DOUBT_Z) -> list[int]:
+    """The steps in doubt (``i``: between commits ``i`` and ``i + 1``; ``runs`` and
+    ``detection`` as ``detect_runs`` takes and gives them): neighbouring commits whose
+    medians differ by ``z`` or more standard errors of the runs' own noise
+    (``replicate_noise``, else the history's), with no step beyond the noise between them.
+    Paired rounds there settle them (module doc).
+
+    Example:
+        >>> runs = [[1.0, 1.02, 0.98]] * 4 + [[0.95, 0.94, 0.96]]
+        >>> doubts(runs, detect_runs(runs))
+        [3]
+        >>> rounds = {3: [(1.0, 0.95), (1.01, 0.95), (0.99, 0.94), (1.0, 0.96)] * 2}
+        >>> step = detect_runs(runs, rounds=rounds).changes[0]
+        >>> step.exceeds_noise, step.rounds
+        (True, 8)
+    """
+    noise = replicate_noise(runs) or math.log1p(detection.noise)
+    settled = {c.start for c in detection.changes if c.kind == "step" and c.exceeds_noise}
+    values = [statistics.median(v) for v in runs]
+    return [i for i in range(len(runs) - 1) if i not in settled
+            and abs(math.log(values[i + 1] / values[i]))
+            >= z * noise * math.sqrt(1 / len(runs[i]) + 1 / len(runs[i + 1]))]
 
 
 def _weight(values: Sequence[float], noise: float | None) -> float:
@@ -305,7 +404,8 @@ def _chi2_ratio(df: int, p: float) -> float:
 
 def detect(values: Sequence[float], *, weights: Sequence[float] | None = None,
            run_noise: float | None = None, z_min: float = Z_MIN, penalty: float | None = None,
-           noise_floor: float = 1e-4, min_size: int = 2) -> Detection:
+           noise_floor: float = 1e-4, min_size: int = 2,
+           breaks: Collection[int] = ()) -> Detection:
     """Steps and drifts in ``values`` (positive numbers, one per commit, in order).
 
     Args:
@@ -320,6 +420,8 @@ def detect(values: Sequence[float], *, weights: Sequence[float] | None = None,
         noise_floor: the least relative noise assumed (1e-4: 0.01%); raise it for
             series known to be noisier than they look, lower it for counts.
         min_size: the fewest runs a level holds (2: one run is not a new level).
+        breaks: points where a segment must start (a step paired rounds settled), each
+            kept where ``min_size`` runs lie on both of its sides.
 
     Raises:
         ValueError: a value that is not a finite positive number, or weights that do not
@@ -348,7 +450,10 @@ def detect(values: Sequence[float], *, weights: Sequence[float] | None = None,
         starts = [0]
     else:
         beta = 3 * math.log(n) if penalty is None else penalty
-        starts = _pelt(sums, n, beta, sigma * sigma, min_size, z_min * z_min)
+        starts = []  # each piece between the breaks is segmented on its own
+        for a, b in _pieces(w, breaks, min_size):
+            starts += [a + s for s in _pelt(_Sums(y[a:b], w[a:b]), b - a, beta, sigma * sigma,
+                                            min_size, z_min * z_min)]
     segments = list(zip(starts, [*starts[1:], n]))
     fits = [sums.fit(a, b) for a, b in segments]
     # The tests use the larger of that sigma and the fit's own residual sigma (its degrees
@@ -391,6 +496,19 @@ def detect(values: Sequence[float], *, weights: Sequence[float] | None = None,
                                   math.exp(center + start), math.exp(center + end), z,
                                   z >= z_min))
     return Detection(changes, math.expm1(sigma), fit, segments)
+
+
+def _pieces(w: Sequence[float], breaks: Collection[int],
+            min_size: float) -> list[tuple[int, int]]:
+    """[start, end) of the pieces ``breaks`` cut the points into, a break kept where each
+    side holds ``min_size`` runs."""
+    cuts, total, start = [0], sum(w), 0.0
+    for b in sorted(breaks):
+        before = sum(w[cuts[-1]:b]) if 0 < b < len(w) else 0.0
+        if 0 < b < len(w) and before >= min_size and total - start - before >= min_size:
+            cuts.append(b)
+            start += before
+    return list(zip(cuts, [*cuts[1:], len(w)]))
 
 
 def _residual_sigma(y: Sequence[float], w: Sequence[float], sums: _Sums,

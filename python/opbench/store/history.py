@@ -15,6 +15,13 @@ at full speed: its figure is another tenant's work as much as the code's. The
 machine's full speed is the fastest any process of the history recorded as its
 own: against its own best, a process that started on a shared core reads 1.0.
 
+A run saved with ``SETTLE_KEY`` in its environment (``opbench history run``'s paired
+rounds at a step in doubt: ``{"step": [commit before, commit after], "round": r}``)
+is no level of its commit: the two runs of a round, both at full speed, are one
+(before, after) pair of ``Series.rounds``, and the step's test holds them
+(``opbench.stats.changepoints``: they measured the same minutes of the machine, so
+their ratio is the step, whatever those minutes did to both).
+
 A history survives damage: a file that cannot be read, or whose results are
 partly invalid, gives what is valid, and ``History.problems`` names each file and
 entry that is not (the gate's own ``opbench.load`` stays all-or-nothing).
@@ -55,10 +62,13 @@ from opbench.stats import changepoints, run_figure
 from opbench.store import baselines
 from opbench.store.results import Results, load_valid
 
-__all__ = ["FULL_SPEED", "History", "Point", "Run", "Series", "Standing", "changes", "commit_range",
-           "counted", "describe_change", "label", "load", "machines", "prune", "short",
+__all__ = ["FULL_SPEED", "SETTLE_KEY", "History", "Point", "Run", "Series", "Standing", "changes",
+           "commit_range",
+           "counted", "describe_change", "evidence", "label", "load", "machines", "prune", "short",
            "standing", "tag"]
 
+#: Where a paired round's run names its step and round (module doc).
+SETTLE_KEY = "settles"
 TIME = "time"
 INSTRUCTIONS = "instructions"
 # Memory per call (MemoryCounts): a series per figure, keyed as the gate keys its rows
@@ -98,6 +108,19 @@ class Run:
     def saved_at(self) -> str | None:
         return self.environment.get("saved_at")
 
+    @property
+    def settles(self) -> tuple[str, str, int] | None:
+        """(commit before, commit after, round) of a paired round's run, None for others."""
+        found = self.environment.get(SETTLE_KEY)
+        if not isinstance(found, dict):
+            return None
+        try:
+            (before, after), number = found["step"], int(found["round"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        return (before, after, number) if isinstance(before, str) and isinstance(after, str) \
+            else None
+
     def order(self) -> tuple[Any, ...]:
         git = self.git
         return (git.get("commit_time") or self.saved_at or "", git.get("position") or 0,
@@ -133,6 +156,9 @@ class Series:
     key: str
     kind: str
     points: list[Point]
+    # (commit before, commit after) -> that step's paired rounds, (before, after) points each.
+    rounds: dict[tuple[str, str], list[tuple[Point, Point]]] = dataclasses.field(
+        default_factory=dict)
 
     def by_commit(self) -> list[tuple[str | None, list[Point]]]:
         """Consecutive points of one commit grouped (a commit measured twice is one level);
@@ -152,14 +178,33 @@ class Series:
         blocks ran undisturbed)."""
         return [[p.value for p in counted(pts)] for _, pts in self.by_commit()]
 
+    def paired(self) -> dict[int, list[tuple[float, float]]]:
+        """The paired rounds of each step (``i``: between ``by_commit()``'s ``i`` and
+        ``i + 1``) as (before, after) values, those whose two runs both ran at full speed."""
+        commits = [commit or "" for commit, _ in self.by_commit()]
+        found = {}
+        for i, step in enumerate(zip(commits, commits[1:])):
+            pairs = [(a.value, b.value) for a, b in self.rounds.get(step, ())
+                     if not a.slow_core and not b.slow_core]
+            if pairs:
+                found[i] = pairs
+        return found
+
+    def doubts(self, detection: changepoints.Detection | None = None) -> list[int]:
+        """The steps in doubt (``changepoints.doubts``), by ``by_commit()`` index: where
+        paired rounds would settle whether the history changed."""
+        return changepoints.doubts(self.replicates(), detection or self.detect())
+
     def detect(self, **options: Any) -> changepoints.Detection:
         """Change points over the commits, each commit's runs its replicates
-        (``changepoints.detect_runs`` on ``replicates()``; ``start``/``end`` index
-        ``by_commit()``); a commit none of whose runs ran at full speed is no level of
-        its own."""
+        (``changepoints.detect_runs`` on ``replicates()``, with the steps' paired rounds;
+        ``start``/``end`` index ``by_commit()``); a commit none of whose runs ran at
+        full speed is no level of its own."""
         runs = self.replicates()
         options.setdefault("trusted", [not all(p.slow_core for p in pts)
                                        for _, pts in self.by_commit()])
+        if self.kind == TIME:
+            options.setdefault("rounds", self.paired())
         if self.kind == INSTRUCTIONS:
             options.setdefault("noise_floor", 1e-6)
         if self.kind in MEMORY_KINDS:  # exact, and often 0: one more each, as the gate's ratio
@@ -210,15 +255,25 @@ class History:
                     if values:
                         points.append(Point(run, statistics.median(values), min(values), max(values)))
             return Series(key, kind, points)
+        rounds: dict[tuple[str, str, int], dict[str, Point]] = {}
         for run in self.runs:
             for r in (run.results if kind == TIME else run.results.instructions):
-                if identity.key(r) == key:
-                    points.append(_point(run, r, kind))
-        for p in points:
+                if identity.key(r) != key:
+                    continue
+                point = _point(run, r, kind)
+                if run.settles is None:
+                    points.append(point)
+                elif kind == TIME and run.commit in run.settles[:2]:
+                    rounds.setdefault(run.settles, {})[run.commit] = point
+        for p in [*points, *(p for pair in rounds.values() for p in pair.values())]:
             if p.full_speed_ns and self.full_speed_ns:
                 p.slowdown *= p.full_speed_ns / self.full_speed_ns
             p.slow_core = p.slowdown > FULL_SPEED
-        return Series(key, kind, points)
+        paired: dict[tuple[str, str], list[tuple[Point, Point]]] = {}
+        for (before, after, _), pair in sorted(rounds.items()):
+            if before in pair and after in pair:  # a round whose other run failed: none
+                paired.setdefault((before, after), []).append((pair[before], pair[after]))
+        return Series(key, kind, points, paired)
 
 
 #: A point whose fastest blocks ran this much slower than the machine's full speed, by the
@@ -379,6 +434,12 @@ def standing(detection: changepoints.Detection, change: changepoints.Change) -> 
         if later.size * change.size < 0 and (later.after / change.before - 1) / change.size <= 0.5:
             return Standing(still, later)
     return Standing(still, None)
+
+
+def evidence(change: Any) -> str:
+    """``z=6.2``, and where paired rounds hold it, ``z=6.2 with 9 paired rounds``."""
+    rounds = getattr(change, "rounds", 0)
+    return f"z={change.z:.1f}" + (f" with {rounds} paired rounds" if rounds else "")
 
 
 def describe_change(change: Any) -> str:

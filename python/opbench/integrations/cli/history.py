@@ -32,6 +32,10 @@ are its replicates), and autosaves each run with that commit's facts. Then, up
 to 2N times, it runs again at each commit the benchmarks that have fewer than N
 runs there at full speed (a run whose fastest blocks shared their core with
 another tenant's work does not count; ``--no-makeup`` skips these make-up runs).
+Last, each step in doubt (two neighbouring commits whose levels differ by 2.5 or
+more standard errors of the run-to-run noise, with no change beyond the noise
+between them) gets 3N paired rounds: its two commits' runs back to back, whose
+ratio the step is tested on with its levels (``--no-settle`` skips them).
 A commit that has its runs already is skipped, so the same command resumes a
 backfill cut short. COMMAND saves a results file as for ``opbench ab`` (a pytest command
 with opbench's plugin does; a script saves to ``$OPBENCH_RESULTS_FILE``).
@@ -94,6 +98,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument("--no-makeup", dest="makeup", action="store_false",
                      help="no make-up runs for the benchmarks with fewer than N runs at full "
                           "speed at a commit")
+    run.add_argument("--no-settle", dest="settle", action="store_false",
+                     help="no paired rounds at the steps in doubt")
     p.set_defaults(command=[])
     return p
 
@@ -148,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         for c in detection.changes:
             where = "beyond" if c.exceeds_noise else "within"
             print(printable(f"  change: {history.describe_change(c)} at "
-                            f"{history.commit_range(series, c)} (z={c.z:.1f}, {where} the noise)"))
+                            f"{history.commit_range(series, c)} ({history.evidence(c)}, {where} the noise)"))
     return 0
 
 
@@ -199,7 +205,7 @@ def _runs(series: Any) -> list[str]:
 def _regressions(found: list[Any], threshold: float) -> int:
     """The changes beyond the noise: those up that hold (failing at the threshold), those
     a later change undid, then those down."""
-    from opbench.store.history import commit_range, describe_change, standing
+    from opbench.store.history import commit_range, describe_change, evidence, standing
 
     rows = []
     for series, detection in found:
@@ -218,17 +224,17 @@ def _regressions(found: list[Any], threshold: float) -> int:
         failing += fails
         print(printable(f"{'REGRESSION' if fails else 'slower':10}  {series.key}  "
                         f"({series.kind})  {describe_change(c)}  commits "
-                        f"{commit_range(series, c)}  z={c.z:.1f}; still {where.still:+.1%} at "
+                        f"{commit_range(series, c)}  {evidence(c)}; still {where.still:+.1%} at "
                         "the latest commit"))
     for series, c, where in undone:
         assert where.undone_by is not None
         print(printable(f"{'fixed':10}  {series.key}  ({series.kind})  {describe_change(c)}  "
-                        f"commits {commit_range(series, c)}  z={c.z:.1f}; undone at "
+                        f"commits {commit_range(series, c)}  {evidence(c)}; undone at "
                         f"{commit_range(series, where.undone_by)} "
                         f"({describe_change(where.undone_by)})"))
     for series, c, _ in down:
         print(printable(f"{'faster':10}  {series.key}  ({series.kind})  {describe_change(c)}  "
-                        f"commits {commit_range(series, c)}  z={c.z:.1f}"))
+                        f"commits {commit_range(series, c)}  {evidence(c)}"))
     if failing:
         print(f"\n{failing} change(s) up of {threshold:.1%} or more still hold at the latest "
               "commit", file=sys.stderr)
@@ -256,11 +262,13 @@ def _backfill(args: argparse.Namespace) -> int:
                                      tags=args.tags, only_tagged=args.only_tagged,
                                      prepare=args.prepare.split() if args.prepare else None,
                                      timeout=args.timeout, makeup=args.makeup,
+                                     settle=args.settle,
                                      progress=lambda line: print(printable(line), flush=True))
     except RevisionError as e:
         raise UsageError(str(e)) from None
     print(f"{len(done.saved)} run(s) saved over {len(done.commits)} commit(s) ({done.makeup} "
-          f"make-up), {done.skipped} already in the history, {len(done.failed)} failed")
+          f"make-up, {done.rounds} paired round(s)), {done.skipped} already in the history, "
+          f"{len(done.failed)} failed")
     if done.interrupted:
         return 130
     return 1 if done.failed else 0
