@@ -138,3 +138,81 @@ def test_a_commit_measured_only_on_a_slowed_machine_is_no_level() -> None:
     runs = replicated([1.7] + [1.0] * 8, 0.01, 2)
     assert found_runs(runs) == [("step", 0, 1)]
     assert found_runs(runs, trusted=[False] + [True] * 8) == []
+
+
+def paired_rounds(before: float, after: float, sigma: float, rng: random.Random,
+                  count: int = 9, offset: float = 0.08) -> list[tuple[float, float]]:
+    """Rounds of two runs, each round in its own state of the machine (up to ``offset``
+    slower or faster, the same for both runs), each run with its own noise."""
+    out = []
+    for _ in range(count):
+        state = 1 + rng.uniform(-offset, offset)
+        out.append((before * state * math.exp(rng.gauss(0, sigma)),
+                    after * state * math.exp(rng.gauss(0, sigma))))
+    return out
+
+
+def test_paired_rounds_settle_the_last_releases_10_percent_step() -> None:
+    # Issue 38's miss: a -10% step between two single-commit levels of three runs, against
+    # 3.3% run-to-run noise. The levels find it in about a third of histories; with nine
+    # paired rounds at each step in doubt, in nine of ten, and no false change is added.
+    from opbench.stats.changepoints import detect_runs, doubts
+
+    rng = random.Random(7)
+    levels = [1.0] * 12 + [0.9]
+    by_levels = with_rounds = 0
+    false = [0, 0]  # changes beyond the noise elsewhere: by the levels, with the rounds
+    for _ in range(100):
+        runs = [[v * math.exp(rng.gauss(0, 0.033)) for _ in range(3)] for v in levels]
+        first = detect_runs(runs)
+        rounds = {i: paired_rounds(levels[i], levels[i + 1], 0.033, rng)
+                  for i in doubts(runs, first)}
+        settled = detect_runs(runs, rounds=rounds)
+        for k, detection in enumerate((first, settled)):
+            false[k] += sum(c.exceeds_noise and c.end != 12 for c in detection.changes)
+        found = ("step", 11, 12) in found_runs(runs)
+        by_levels += found
+        step = [c for c in settled.changes if c.kind == "step" and c.end == 12]
+        if step and step[0].exceeds_noise and step[0].size < 0:
+            with_rounds += 1
+            assert found or step[0].rounds == 9  # what the levels left, the rounds settled
+    assert by_levels <= 50 and with_rounds >= 85 and false[1] <= false[0] <= 2
+
+
+def test_paired_rounds_of_no_change_leave_a_doubt_within_the_noise() -> None:
+    # Commit 6 read 8% slow in all three of its runs (z = 3.9 by the levels: in doubt);
+    # nine rounds, each in a state of the machine 8% up or down, read no change.
+    from opbench.stats.changepoints import detect_runs, doubts
+
+    runs = [[1.0, 1.03, 0.97]] * 6 + [[1.08, 1.11, 1.05]] + [[1.0, 1.03, 0.97]] * 6
+    first = detect_runs(runs)
+    assert doubts(runs, first) == [5, 6]
+    rounds = {i: paired_rounds(1.0, 1.0, 0.03, random.Random(i)) for i in (5, 6)}
+    settled = detect_runs(runs, rounds=rounds)
+    assert not any(c.exceeds_noise for c in settled.changes)
+    assert {c.start: c.rounds for c in settled.changes} == {5: 9, 6: 9}
+    # Three rounds at least: two say nothing of their own spread.
+    few = detect_runs(runs, rounds={5: rounds[5][:2]})
+    assert all(c.rounds == 0 for c in few.changes)
+    assert [(c.z, c.exceeds_noise) for c in few.changes] == \
+        [(c.z, c.exceeds_noise) for c in first.changes]
+
+
+def test_a_step_the_rounds_settle_where_the_fit_drew_none_gets_its_boundary() -> None:
+    from opbench.stats.changepoints import detect, detect_runs
+
+    # The levels merge the last commit (4% down, two runs) with the rest.
+    runs = [[1.0, 1.02, 0.98]] * 10 + [[0.97, 0.95]]
+    assert found_runs(runs) == [] and len(detect_runs(runs).segments) == 1
+    rounds = {9: [(1.0, 0.9), (1.02, 0.91), (0.98, 0.89), (1.05, 0.94), (0.97, 0.88)] * 2}
+    settled = detect_runs(runs, rounds=rounds)
+    assert settled.segments == [(0, 10), (10, 11)]
+    step, = [c for c in settled.changes if c.exceeds_noise]
+    assert (step.kind, step.start, step.end, step.rounds) == ("step", 9, 10, 10)
+    # Not where one of the two commits is no level of its own (one run at full speed): it
+    # would join the level on its other side, and the step across it would read as this one.
+    short = runs[:9] + [[1.0], [0.97, 0.95]]
+    assert detect_runs(short, rounds=rounds).segments == detect_runs(short).segments
+    # breaks: a segment starts there, kept only where a level of two runs fits each side.
+    assert detect([1.0] * 6, breaks=[3]).segments == [(0, 3), (3, 6)]
+    assert detect([1.0] * 6, breaks=[1, 5]).segments == [(0, 6)]

@@ -14,6 +14,7 @@ import history_repo
 from opbench._files import numbers_taken
 from opbench.core.formatting import format_value
 from opbench.core.measurement import Measurement, TaskSpec
+from opbench.environment import collect
 from opbench.store import baselines, history
 
 
@@ -146,10 +147,11 @@ def test_memory_counts_are_series_per_figure_and_a_new_allocation_is_a_change(tm
 
 
 def _save(root, commit: int, figures: dict[str, float], slowdowns: float | None = None,
-          speed_ns: int | None = None) -> None:
+          speed_ns: int | None = None, settles: tuple[int, int, int] | None = None) -> None:
     """One run at commit ``commit`` (a fake git state), each benchmark at its figure; with
     ``slowdowns``, every block's core speed probe read that much slower than its process's
-    best, which was ``speed_ns``."""
+    best, which was ``speed_ns``; with ``settles`` (commit before, commit after, round), a
+    paired round's run."""
     git = {"commit": f"{commit + 1:040x}", "branch": None, "dirty": False,
            "position": commit + 1, "commit_time": f"2026-01-01T00:{commit:02d}:00Z",
            "subject": f"c{commit}", "tags": []}
@@ -161,7 +163,12 @@ def _save(root, commit: int, figures: dict[str, float], slowdowns: float | None 
                                    "speed_ns": speed_ns, "threads": 1, "cpus": 2}
         ms.append(Measurement(1, [t * (1 + 0.001 * (k % 5)) for k in range(40)],
                               TaskSpec("f()", "pass", name=name), info=info))
-    baselines.autosave(ms, root=root, git=git)
+    environment = None
+    if settles is not None:
+        before, after, number = settles
+        environment = {**collect(), history.SETTLE_KEY: {
+            "step": [f"{before + 1:040x}", f"{after + 1:040x}"], "round": number}}
+    baselines.autosave(ms, root=root, git=git, environment=environment)
 
 
 def test_a_process_slowed_all_along_is_told_by_its_full_speed(tmp_path):
@@ -207,6 +214,48 @@ def test_a_run_whose_fastest_blocks_ran_at_full_speed_counts(tmp_path):
     points = history.load(tmp_path).series("a").points
     assert [p.slow_core for p in points] == [False] * 3
     assert [p.slowdown for p in points] == [1.0] * 3
+
+
+def test_paired_rounds_are_no_levels_and_count_only_at_full_speed(tmp_path):
+    # Three commits of two runs (1% apart); commit 2 reads 6% faster: z = 4, in doubt.
+    for rep in range(2):
+        for commit in range(3):
+            _save(tmp_path, commit, {"a": (0.94 if commit == 2 else 1.0) * (1.01 - 0.02 * rep)
+                                     * 1e-6}, slowdowns=1.0, speed_ns=1000)
+    series = history.load(tmp_path).series("a")
+    levels = series.detect()
+    assert series.doubts(levels) == [1] and not any(c.exceeds_noise for c in levels.changes)
+    # Rounds at that step, each in a later, 20% slower state of the machine: 5 at full
+    # speed, one whose "after" run shared its core (no round), one whose "after" failed.
+    for number in range(7):
+        state = 1.2 * (1 + 0.01 * (-1) ** number)
+        _save(tmp_path, 1, {"a": state * 1e-6}, slowdowns=1.0, speed_ns=1000,
+              settles=(1, 2, number))
+        if number < 6:
+            slowed = number == 5
+            _save(tmp_path, 2, {"a": state * 0.94 * (1.7 if slowed else 1.0) * 1e-6},
+                  slowdowns=1.6 if slowed else 1.0, speed_ns=1000, settles=(1, 2, number))
+    # A run whose mark names no step of its own commit is no round either.
+    _save(tmp_path, 0, {"a": 2e-6}, slowdowns=1.0, speed_ns=1000, settles=(1, 2, 99))
+    h = history.load(tmp_path)
+    assert sum(run.settles is not None for run in h.runs) == 14
+    series = h.series("a")
+    assert [len(points) for _, points in series.by_commit()] == [2, 2, 2]
+    assert [p.value for p in series.points] == [p.value for p in levels_points(tmp_path)]
+    pairs = series.paired()
+    assert list(pairs) == [1] and len(pairs[1]) == 5
+    assert all(after / before == pytest.approx(0.94) for before, after in pairs[1])
+    step = next(c for c in series.detect().changes if c.start == 1)
+    assert step.exceeds_noise and step.rounds == 5 and step.size == pytest.approx(-0.06, abs=0.01)
+    # The rounds do not make the history in doubt or not: that is the levels' to say.
+    assert series.doubts(series.detect(rounds={})) == [1]
+
+
+def levels_points(root) -> list[history.Point]:
+    """The points of "a" without its rounds' runs (the passes alone)."""
+    h = history.load(root)
+    h.runs = [run for run in h.runs if run.settles is None]
+    return h.series("a").points
 
 
 def test_standing_says_what_still_holds_and_what_undid_it(tmp_path):

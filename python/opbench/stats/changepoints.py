@@ -313,9 +313,12 @@ def detect_runs(runs: Sequence[Sequence[float]], *, trusted: Sequence[bool] | No
     z_min = options.get("z_min", Z_MIN)
     tested = _paired(detection, values, weights, rounds, noise)
     # A step the rounds put beyond the noise where the fit drew no boundary (the two
-    # commits' levels merged with their neighbours'): the fit again, with that boundary.
-    starts = {a for a, _ in detection.segments}
-    forced = {i + 1 for i, (z, _) in tested.items() if z >= z_min} - starts
+    # commits' levels merged with their neighbours'): the fit again, with that boundary,
+    # where each of the two commits can be a level. A commit short of one (its runs left
+    # out: another tenant's) would join the other level across it and read as its step.
+    starts, least = {a for a, _ in detection.segments}, options.get("min_size", 2)
+    forced = {i + 1 for i, (z, _) in tested.items()
+              if z >= z_min and min(weights[i], weights[i + 1]) >= least} - starts
     if forced:
         detection = detect(values, weights=weights, breaks=forced, **options)
         tested = _paired(detection, values, weights, rounds, noise)
