@@ -211,7 +211,7 @@ def test_a_step_the_rounds_settle_where_the_fit_drew_none_gets_its_boundary() ->
     assert (step.kind, step.start, step.end, step.rounds) == ("step", 9, 10, 10)
     # Not where one of the two commits is no level of its own (one run at full speed): it
     # would join the level on its other side, and the step across it would read as this one.
-    short = runs[:9] + [[1.0], [0.97, 0.95]]
+    short = [*runs[:9], [1.0], [0.97, 0.95]]
     assert detect_runs(short, rounds=rounds).segments == detect_runs(short).segments
     # breaks: a segment starts there, kept only where a level of two runs fits each side.
     assert detect([1.0] * 6, breaks=[3]).segments == [(0, 3), (3, 6)]
