@@ -40,7 +40,8 @@ resumes.
 **Paired rounds at a step in doubt.** Then each step in doubt
 (``opbench.stats.changepoints.doubts``: neighbouring commits whose levels differ by
 2.5 or more standard errors of the run-to-run noise, with no change beyond the
-noise between them) gets ``3 * runs`` paired rounds of the benchmarks in doubt there:
+noise between them, and each change beyond the noise by less than 8: one commit's
+runs can share an offset) gets ``3 * runs`` paired rounds of the benchmarks in doubt there:
 the commit before it and the commit after it, back to back, in a checkout of each
 kept for the rounds, in turn first (ABBA), each round after a wait for full speed as
 a make-up run's. The rounds of every step go in turns, so each step's rounds fall in
