@@ -249,6 +249,11 @@ def test_paired_rounds_are_no_levels_and_count_only_at_full_speed(tmp_path):
     assert step.exceeds_noise and step.rounds == 5 and step.size == pytest.approx(-0.06, abs=0.01)
     # The rounds do not make the history in doubt or not: that is the levels' to say.
     assert series.doubts(series.detect(rounds={})) == [1]
+    # The report says what holds the step, as the text does.
+    from opbench.analysis import report
+    drawn = report._series_json(series, series.detect(), "a")["steps"]
+    assert [d["evidence"] for d in drawn] == [history.evidence(step)]
+    assert drawn[0]["evidence"].endswith("with 5 paired rounds")
 
 
 def levels_points(root) -> list[history.Point]:

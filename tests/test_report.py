@@ -62,7 +62,7 @@ def test_the_site_is_self_contained(site):
         assert "http://" not in text and "https://" not in text  # nothing fetched
         assert 'src="http' not in text and "<link" not in text
     script = (out / report.CHART_SCRIPT).read_text()
-    assert script.startswith("/* opbench-chart 1.1.0") and "fetch(" not in script
+    assert script.startswith("/* opbench-chart 1.2.0") and "fetch(" not in script
 
 
 @needs_chromium
@@ -363,6 +363,8 @@ def test_tags_label_the_axis_and_changes_within_the_noise_are_drawn_faint(tmp_pa
     assert labels[:3] == ["v1.0", "0000000", "v1.2"]  # the tag, else the hash
     steps = browser.evaluate("[...document.querySelectorAll('.step')].map(e => e.dataset.commit)")
     assert steps == [f"{7:040x}"]
+    said = browser.evaluate("[...document.querySelectorAll('.step title')].map(e => e.textContent)")
+    assert len(said) == 1 and said[0].startswith("step +48") and "(z=" in said[0]
     minor = browser.evaluate("[...document.querySelectorAll('.minor-step title')]"
                              ".map(e => e.textContent)")
     assert minor and all("within the noise" in t for t in minor)

@@ -12,7 +12,7 @@ shows the nearest run's commit, branch, subject, value and environment.
 
 Nothing is fetched: the data is JSON inside each page (with ``<``, ``>`` and ``&``
 written as ``\\u003c``, ``\\u003e``, ``\\u0026``, so no name or commit subject can
-end the script or open a comment), drawn by ``opbench-chart-1.1.0.js``
+end the script or open a comment), drawn by ``opbench-chart-1.2.0.js``
 (hand-written SVG drawing, written beside the pages), so the site opens from the
 file system, offline, and can be published as it is; ``redact=True`` leaves out
 host names and absolute paths first.
@@ -25,7 +25,7 @@ Example:
     >>> _ = baselines.autosave([Measurement(1, [1e-6], TaskSpec("f()", "pass", name="f"))],
     ...                        root=root)
     >>> sorted(p.name for p in write(out, root=root).iterdir())
-    ['bench', 'index.html', 'opbench-chart-1.1.0.js']
+    ['bench', 'index.html', 'opbench-chart-1.2.0.js']
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from opbench.store import history as _history
 
 __all__ = ["CHART_SCRIPT", "write"]
 
-CHART_SCRIPT = "opbench-chart-1.1.0.js"
+CHART_SCRIPT = "opbench-chart-1.2.0.js"
 # JSON's own escapes for what HTML reads as markup inside a script element.
 _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 # The environment facts a tooltip shows, in this order.
@@ -115,12 +115,14 @@ def _series_json(series: _history.Series, detection: Any, title: str,
         "title": title, "unit": unit if series.kind != _history.TIME else f"{unit} per run",
         "scale": scale, "commits": commits, "points": points, "fit": detection.fit,
         "segments": detection.segments,
-        "steps": [{"start": c.start, "end": c.end, "size": c.size} for c in noted
-                  if c.kind == "step"],
+        # What holds a change, as the text says it: "z=9.6 with 9 paired rounds".
+        "steps": [{"start": c.start, "end": c.end, "size": c.size,
+                   "evidence": _history.evidence(c)} for c in noted if c.kind == "step"],
         "drifts": [{"start": c.start, "end": c.end, "size": c.size} for c in noted
                    if c.kind == "drift"],
         # Changes within the noise: drawn faint and labelled so, never as a change.
-        "minor": [{"kind": c.kind, "start": c.start, "end": c.end, "size": c.size, "z": c.z}
+        "minor": [{"kind": c.kind, "start": c.start, "end": c.end, "size": c.size,
+                   "evidence": _history.evidence(c)}
                   for c in detection.changes if not c.exceeds_noise],
     }
 

@@ -1,8 +1,9 @@
-/* opbench-chart 1.1.0: history charts drawn as SVG from the JSON embedded in the page.
+/* opbench-chart 1.2.0: history charts drawn as SVG from the JSON embedded in the page.
  * Hand-written for opbench's report (no dependency, nothing fetched). Each
  * <div class="chart" data-series="ID"> gets one <svg class="chart-svg">: a point per
  * run (its figure, the 10th percentile) with its interval, the fitted levels, steps as
- * vertical lines at the first commit after them (class "step", data-commit), drifts
+ * vertical lines at the first commit after them (class "step", data-commit), titled
+ * with what holds them ("z=9.6 with 9 paired rounds"), drifts
  * shaded, changes within the noise as faint lines (class "minor-step") titled so, commits
  * labelled by tag where they have one, and a tooltip that follows the mouse with the
  * nearest run's commit, tag and environment. A run left out of its commit's level (its
@@ -20,6 +21,10 @@
     Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
     if (parent) parent.appendChild(e);
     return e;
+  }
+
+  function percent(size) {  // as the text writes a change: "+15.0%"
+    return (size > 0 ? "+" : "") + (size * 100).toFixed(1) + "%";
   }
 
   function ticks(lo, hi, n) {
@@ -67,13 +72,14 @@
       var at = (x(d.start) + x(d.end)) / 2;
       var line = el("line", {x1: at, x2: at, y1: T, y2: H - B, "class": "minor-step",
                              "data-commit": s.commits[d.end].commit || ""}, svg);
-      el("title", {}, line).textContent = d.kind + " " + (d.size * 100).toFixed(1) +
-        "% within the noise (z=" + d.z.toFixed(1) + ")";
+      el("title", {}, line).textContent = d.kind + " " + percent(d.size) +
+        " within the noise (" + d.evidence + ")";
     });
     (s.steps || []).forEach(function (d) {
       var at = (x(d.start) + x(d.end)) / 2;
-      el("line", {x1: at, x2: at, y1: T, y2: H - B, "class": "step",
-                  "data-commit": s.commits[d.end].commit || "", "data-size": d.size}, svg);
+      var line = el("line", {x1: at, x2: at, y1: T, y2: H - B, "class": "step",
+                             "data-commit": s.commits[d.end].commit || "", "data-size": d.size}, svg);
+      el("title", {}, line).textContent = "step " + percent(d.size) + " (" + d.evidence + ")";
     });
     s.segments.forEach(function (seg) {  // one line per level: no slope drawn across a step
       var line = s.fit.slice(seg[0], seg[1]).map(function (v, i) { return x(seg[0] + i) + "," + y(v); });
