@@ -167,3 +167,35 @@ def test_regressions_list_what_still_holds_and_name_what_was_fixed(tmp_path, cap
     text = capsys.readouterr().out
     assert shown == 0 and "up to 3 run(s) a commit" in text
     assert f"  {short_commit(commits[4])}  v0.4" in text and "3 run(s)" in text and "release 4" in text
+
+
+def test_a_commits_line_and_its_steps_rounds_show_the_runs_that_count(tmp_path, capsys):
+    # Commit 1's first run shared its core (1.7x): its value and range are its other run's.
+    # Four rounds at 1..2, one of them with a slowed run: three count, 6% faster.
+    from history_runs import save
+
+    for rep in range(2):
+        for commit in range(3):
+            slowed = commit == 1 and rep == 0
+            save(tmp_path, commit, {"a": (1.7 if slowed else 1.0) * (0.94 if commit == 2 else 1.0)
+                                    * (1 + 0.01 * rep) * 1e-6},
+                 slowdowns=1.7 if slowed else 1.0, speed_ns=1000)
+    for number in range(4):
+        save(tmp_path, 1, {"a": 1.2e-6}, slowdowns=1.0, speed_ns=1000, settles=(1, 2, number))
+        slowed = number == 3
+        save(tmp_path, 2, {"a": 1.2e-6 * 0.94 * (1.7 if slowed else 1.0)},
+             slowdowns=1.6 if slowed else 1.0, speed_ns=1000, settles=(1, 2, number))
+    assert main(["history", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("\na (time,") and "\\n" not in out
+    line = next(x for x in out.splitlines() if x.startswith(f"  {short(f'{2:040x}')}"))
+    count, value, low, high = (float(line.split()[i].strip("[,]")) for i in (2, 4, 6, 8))
+    assert count == 2 and low <= value <= high < 1.1  # not the slowed run's interval
+    rounds = [x for x in out.splitlines() if x.startswith("  rounds ")]
+    assert rounds == [f"  rounds {short(f'{2:040x}')}..{short(f'{3:040x}')}: 3 of 4 at full speed, "
+                      "after/before -6.0% [-6.0%, -6.0%]"]
+    assert main(["history", "--root", str(tmp_path), "--each-run"]) == 0
+    each = capsys.readouterr().out.splitlines()
+    shown = each[each.index(rounds[0]) + 1:][:4]
+    assert [x.split()[-1] for x in shown] == ["-6.0%"] * 3 + ["core"]
+    assert shown[-1].endswith("+59.8%  on a slowed core")

@@ -7,7 +7,8 @@ move it) and prints, per benchmark (all, or those named by key), one line per
 commit in commit order: the commit, its tag, how many runs it has, its value
 (the median of its runs' figures: a run's figure is the 10th percentile of its
 per-run times, ``opbench.stats.run_figure``), the range of its runs and its
-subject (``--each-run``: one line per run instead); then the steps and drifts
+subject (``--each-run``: one line per run instead), and a line per step with
+paired rounds (their count and ratio; ``--each-run``: each round); then the steps and drifts
 found in it (``opbench.stats.changepoints``: a penalised fit over commits, a
 commit's runs its replicates), each with its size, commits (and tags) and ``z``
 (its size in standard errors of the history's run-to-run noise), marked beyond
@@ -147,9 +148,12 @@ def run(args: argparse.Namespace) -> int:
     for series, detection in found:
         groups = series.by_commit()
         most = max(len(points) for _, points in groups)
-        print(printable(f"\n{series.key} ({series.kind}, noise {detection.noise:.2%} run to "
+        print()  # a blank line between benchmarks (printable would show a newline escaped)
+        print(printable(f"{series.key} ({series.kind}, noise {detection.noise:.2%} run to "
                         f"run, up to {most} run(s) a commit)"))
         for line in (_runs(series) if args.each_run else _commits(series)):
+            print(printable(line))
+        for line in _rounds(series, args.each_run):
             print(printable(line))
         for c in detection.changes:
             where = "beyond" if c.exceeds_noise else "within"
@@ -164,22 +168,23 @@ def _commits(series: Any) -> list[str]:
     import statistics
 
     from opbench.core.formatting import format_value
-    from opbench.store.history import short, tag
+    from opbench.store.history import counted, short, tag
 
-    lines, groups, replicates = [], series.by_commit(), series.replicates()
-    for (commit, points), counted in zip(groups, replicates):
-        values = sorted(counted)
+    lines, groups, left_out = [], series.by_commit(), False
+    for commit, points in groups:
+        kept = counted(points)
+        left_out |= len(kept) < len(points)
+        values = sorted(p.value for p in kept)
         git = points[0].run.git
         value = statistics.median(values)
-        spread = (f"[{format_value(values[0], series.kind)}, "
-                  f"{format_value(values[-1], series.kind)}]" if len(values) > 1 else
-                  f"[{format_value(points[0].low, series.kind)}, "
-                  f"{format_value(points[0].high, series.kind)}]")
+        # One run counted: its own interval (not another run's: one left out reads apart).
+        low, high = (values[0], values[-1]) if len(values) > 1 else (kept[0].low, kept[0].high)
+        spread = f"[{format_value(low, series.kind)}, {format_value(high, series.kind)}]"
         lines.append(f"  {short(commit):12}  {(tag(points) or '-')[:14]:14}  "
                      f"{'dirty' if git.get('dirty') else '     '}  {len(points):>3} run(s)  "
                      f"{format_value(value, series.kind):>14}  {spread:28}  "
                      f"{(git.get('subject') or '')[:60]}")
-    if any(len(v) < len(pts) for v, (_, pts) in zip(replicates, groups)):
+    if left_out:
         lines.append("  (runs on a core another tenant slowed are left out where their commit "
                      "has runs at full speed: --each-run shows them)")
     return lines
@@ -200,6 +205,32 @@ def _runs(series: Any) -> list[str]:
             + (f"  on a slowed core ({p.slowdown:.2f}x full speed by the speed probe)"
                if p.slow_core else "")
             for p in series.points]
+
+
+def _rounds(series: Any, each_run: bool) -> list[str]:
+    """One line per step with paired rounds (``opbench.revisions.backfill``): its commits,
+    how many rounds count (both runs at full speed) of those run, and the after/before
+    ratio's geometric mean and range over them; ``each_run`` adds a line per round."""
+    import math
+
+    from opbench.core.formatting import format_value
+    from opbench.store.history import label
+
+    lines = []
+    for (before, after), pairs in series.rounds.items():
+        ratios = [b.value / a.value for a, b in pairs if not a.slow_core and not b.slow_core]
+        line = (f"  rounds {label([pairs[0][0]])}..{label([pairs[0][1]])}: "
+                f"{len(ratios)} of {len(pairs)} at full speed")
+        if ratios:
+            mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            line += f", after/before {mean - 1:+.1%} [{min(ratios) - 1:+.1%}, {max(ratios) - 1:+.1%}]"
+        lines.append(line)
+        if each_run:
+            lines += [f"    {format_value(a.value, series.kind):>14}  "
+                      f"{format_value(b.value, series.kind):>14}  {b.value / a.value - 1:+7.1%}"
+                      + ("  on a slowed core" if a.slow_core or b.slow_core else "")
+                      for a, b in pairs]
+    return lines
 
 
 def _regressions(found: list[Any], threshold: float) -> int:
