@@ -217,7 +217,7 @@ def _rounds(series: Any, each_run: bool) -> list[str]:
     from opbench.store.history import label
 
     lines = []
-    for (before, after), pairs in series.rounds.items():
+    for pairs in series.rounds.values():
         ratios = [b.value / a.value for a, b in pairs if not a.slow_core and not b.slow_core]
         line = (f"  rounds {label([pairs[0][0]])}..{label([pairs[0][1]])}: "
                 f"{len(ratios)} of {len(pairs)} at full speed")
