@@ -63,9 +63,8 @@ from opbench.store import baselines
 from opbench.store.results import Results, load_valid
 
 __all__ = ["FULL_SPEED", "SETTLE_KEY", "History", "Point", "Run", "Series", "Standing", "changes",
-           "commit_range",
-           "counted", "describe_change", "evidence", "label", "load", "machines", "prune", "short",
-           "standing", "tag"]
+           "commit_range", "counted", "counted_rounds", "describe_change", "evidence", "label",
+           "load", "machines", "prune", "short", "standing", "tag"]
 
 #: Where a paired round's run names its step and round (module doc).
 SETTLE_KEY = "settles"
@@ -184,8 +183,7 @@ class Series:
         commits = [commit or "" for commit, _ in self.by_commit()]
         found = {}
         for i, step in enumerate(zip(commits, commits[1:])):
-            pairs = [(a.value, b.value) for a, b in self.rounds.get(step, ())
-                     if not a.slow_core and not b.slow_core]
+            pairs = [(a.value, b.value) for a, b in counted_rounds(self.rounds.get(step, []))]
             if pairs:
                 found[i] = pairs
         return found
@@ -218,6 +216,12 @@ def counted(points: list[Point]) -> list[Point]:
     some (the others are left out), else all of them."""
     full = [p for p in points if not p.slow_core]
     return full or points
+
+
+def counted_rounds(pairs: list[tuple[Point, Point]]) -> list[tuple[Point, Point]]:
+    """The paired rounds of one step that count: those whose two runs both ran at full
+    speed (a round's ratio cancels what the machine did only where it did it to both)."""
+    return [(a, b) for a, b in pairs if not a.slow_core and not b.slow_core]
 
 
 @dataclasses.dataclass

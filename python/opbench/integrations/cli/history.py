@@ -211,18 +211,18 @@ def _rounds(series: Any, each_run: bool) -> list[str]:
     """One line per step with paired rounds (``opbench.revisions.backfill``): its commits,
     how many rounds count (both runs at full speed) of those run, and the after/before
     ratio's geometric mean and range over them; ``each_run`` adds a line per round."""
-    import math
+    import statistics
 
     from opbench.core.formatting import format_value
-    from opbench.store.history import label
+    from opbench.store.history import counted_rounds, label
 
     lines = []
     for pairs in series.rounds.values():
-        ratios = [b.value / a.value for a, b in pairs if not a.slow_core and not b.slow_core]
+        ratios = [b.value / a.value for a, b in counted_rounds(pairs)]
         line = (f"  rounds {label([pairs[0][0]])}..{label([pairs[0][1]])}: "
                 f"{len(ratios)} of {len(pairs)} at full speed")
         if ratios:
-            mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            mean = statistics.geometric_mean(ratios)
             line += f", after/before {mean - 1:+.1%} [{min(ratios) - 1:+.1%}, {max(ratios) - 1:+.1%}]"
         lines.append(line)
         if each_run:
