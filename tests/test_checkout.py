@@ -20,6 +20,7 @@ from opbench.revisions import RevisionError, build
 from opbench.revisions.checkout import _WORKTREE_PREFIX, checkout, run_at, working_tree
 from opbench.revisions.command import RESULTS_ENV, Run
 from opbench.revisions.git import resolve
+from opbench.revisions.layout import LAYOUT_ENV, PAGE
 
 # Saves one result whose time is mylib.COST: what each side of an A/B saves.
 SCRIPT = textwrap.dedent(f"""
@@ -114,6 +115,21 @@ def test_a_missing_program_is_a_failed_run_and_relative_programs_are_the_callers
         relative = c.run([os.path.join("bin", "tool.py")])  # not executable: a failed run
     assert done.output.strip() == "mine"
     assert relative.returncode == 127 and str(tool) in relative.output
+
+
+def test_each_run_gets_a_layout_pad_of_its_own_unless_the_user_fixed_one(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(LAYOUT_ENV, raising=False)
+    show = [sys.executable, "-c", f"import os; print(len(os.environ[{LAYOUT_ENV!r}]))"]
+    with checkout("HEAD", repo) as c:
+        lengths = [int(c.run(show).output) for _ in range(4)]
+        drawn = {len(c.environment()[LAYOUT_ENV]) for _ in range(50)}
+        monkeypatch.setenv(LAYOUT_ENV, "fixed")
+        fixed = c.run(show).output, c.environment()[LAYOUT_ENV]
+    # Four draws from range(4096) all equal: a chance of one in 4096**3.
+    assert len(set(lengths)) > 1 and all(0 <= n < PAGE for n in lengths)
+    assert len(drawn) > 25 and max(drawn) < PAGE
+    assert fixed == ("5\n", "fixed")
 
 
 def test_a_stale_results_file_is_not_taken_for_the_runs(repo: Path, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import preloaded
 from conftest import PYTEST_PLUGIN_ARGS
 from opbench.integrations.pytest_plugin import reruns
 from opbench.memory import counter
+from opbench.revisions.layout import LAYOUT_ENV
 from plugin_doubles import FakeConfig
 
 # The variable that marks each mode's re-run session.
@@ -88,12 +89,15 @@ def test_a_mode_this_machine_cannot_count_is_a_usage_error(
 def test_the_rerun_is_this_command_under_callgrind(launched: _Launched,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    # A layout pad (what a run at a revision gets) is dropped: counts must repeat exactly.
+    monkeypatch.setenv(LAYOUT_ENV, "." * 700)
     monkeypatch.setattr(opbench.callgrind.collect, "callgrind_unavailable_reason", lambda: None)
     assert _take_over(opbench_mode="instructions") == 3  # the re-run's status is the session's
     command, env = launched.command, launched.env
     assert command[:2] == ["valgrind", "--tool=callgrind"] and "--collect-atstart=no" in command
     assert command[-4:] == ["-m", "pytest", "-k", "bench"]
     assert env[_MARKERS["instructions"]] == "1" and env["PYTHONHASHSEED"] == "0"
+    assert LAYOUT_ENV not in env
 
 
 def test_the_rerun_is_this_command_with_the_counter_preloaded(launched: _Launched) -> None:

@@ -6,6 +6,7 @@ checks revisions out, builds them, runs commands in them and schedules the runs.
 - ``command``: a command run in a process group of its own, the ``Run`` it gives.
 - ``build``: a checkout made importable: its source roots, its compiled modules
   copied or built (``pip wheel``) and cached.
+- ``layout``: a random-size environment per run, so memory placement is drawn per run.
 - ``checkout``: ``checkout(REV)`` (a temporary git worktree), ``working_tree()``, ``run_at``.
 - ``turns``: the processes of an ``opbench ab`` wave taking turns to time.
 - ``waves``: a wave of base and head runs, at once (taking turns) or one after the other.

@@ -24,6 +24,9 @@ and nothing else:
    taken (``opbench.revisions.command``). A run that fails is a ``Run`` with
    ``ok == False``, never an exception; Ctrl-C stops the command's process group
    and re-raises ``KeyboardInterrupt``; the Runs returned before it keep their files.
+   Each run's environment has a random size (``opbench.revisions.layout``), so where
+   its memory lies is drawn per run: a bias of one placement is noise across runs,
+   not an offset that every run of a session shares.
 
 Example (a throwaway repository with one commit)::
 
@@ -53,6 +56,7 @@ from opbench.revisions import RevisionError
 from opbench.revisions.build import add_compiled_modules, source_roots
 from opbench.revisions.command import RESULTS_ENV, Run, is_pytest, run_group
 from opbench.revisions.git import git, resolve, toplevel
+from opbench.revisions.layout import LAYOUT_ENV, pad
 
 __all__ = ["Checkout", "RevisionError", "checkout", "run_at", "working_tree"]
 
@@ -94,8 +98,10 @@ class Checkout:
     def environment(self, results_file: str | os.PathLike[str] | None = None,
                     extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """``os.environ`` with the checkout's source roots first on PYTHONPATH, ``extra``,
-        and ``$OPBENCH_RESULTS_FILE`` set to ``results_file`` (when given)."""
+        ``$OPBENCH_RESULTS_FILE`` set to ``results_file`` (when given), and a fresh
+        ``$OPBENCH_LAYOUT`` pad unless the user set one (``opbench.revisions.layout``)."""
         env = dict(os.environ)
+        env.setdefault(LAYOUT_ENV, pad())
         path = [str(r) for r in self.roots]
         if env.get("PYTHONPATH"):
             path.append(env["PYTHONPATH"])

@@ -101,11 +101,14 @@ def _callgrind_unavailable() -> str | None:
 @contextlib.contextmanager
 def _under_callgrind(argv: list[str]) -> Iterator[tuple[list[str], dict[str, str]]]:
     from opbench.callgrind.in_process import OUT_PREFIX_ENV
+    from opbench.revisions.layout import LAYOUT_ENV
 
     with tempfile.TemporaryDirectory(prefix="opbench_pytest_callgrind_") as work:
         prefix = os.path.join(work, "callgrind.out")
-        # PYTHONHASHSEED fixed: dict and set layouts, hence counts, repeat exactly.
+        # PYTHONHASHSEED fixed and no layout pad: dict and set layouts, hence counts,
+        # repeat exactly (a random pad is for timed runs, to sample placements).
         env = dict(_QUIET_POOLS, **os.environ)
+        env.pop(LAYOUT_ENV, None)
         env.update({OUT_PREFIX_ENV: prefix, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")})
         yield (["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                 f"--callgrind-out-file={prefix}", f"--log-file={prefix}.log",
