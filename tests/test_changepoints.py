@@ -249,3 +249,21 @@ def test_a_step_the_rounds_settle_where_the_fit_drew_none_gets_its_boundary() ->
     # breaks: a segment starts there, kept only where a level of two runs fits each side.
     assert detect([1.0] * 6, breaks=[3]).segments == [(0, 3), (3, 6)]
     assert detect([1.0] * 6, breaks=[1, 5]).segments == [(0, 6)]
+
+
+def test_a_one_run_commit_the_rounds_put_apart_from_both_neighbours_is_a_spike() -> None:
+    """Under load a commit can keep one run at full speed (real_history: packaging 26.0's
+    +86% sort, then -42% at 26.1); weighed as one run it is despiked into its neighbours,
+    and the rounds on both of its sides are what show it is a level of its own."""
+    from opbench.stats.changepoints import detect_runs
+
+    runs = [*replicated([1.0] * 8, 0.02, 7), [1.8], *replicated([1.02] * 4, 0.02, 8)]
+    assert found_runs(runs) == []  # the lone run is despiked
+    up = [(1.0, 1.8), (1.01, 1.83), (0.99, 1.79), (1.0, 1.85), (0.98, 1.76)] * 2
+    down = [(b, a * 1.02) for a, b in up]
+    settled = detect_runs(runs, rounds={7: up, 8: down})
+    steps = [(c.start, round(c.size, 2), c.rounds) for c in settled.changes if c.exceeds_noise]
+    assert steps == [(7, 0.81, 10), (8, -0.42, 10)]
+    assert (8, 9) in settled.segments
+    # Rounds on one side only: the lone run stays no level of its own.
+    assert detect_runs(runs, rounds={7: up}).segments == detect_runs(runs).segments
