@@ -16,9 +16,11 @@ the same reason).
 
 ``pad()`` is the value of ``$OPBENCH_LAYOUT`` that ``Checkout.environment`` gives each
 command: 0 to 4095 filler characters (a page, so every offset within one is drawn). A
-user who sets ``$OPBENCH_LAYOUT`` keeps their value, hence one fixed placement. Runs
-counted under valgrind drop it (``opbench.integrations.pytest_plugin.reruns``): counts
-are meant to repeat exactly, not to sample layouts.
+user who sets ``$OPBENCH_LAYOUT`` keeps their value, hence one fixed placement.
+Instruction counts do not depend on the environment's size (each counted loop starts
+from the same heap: ``opbench.callgrind.in_process``); the pytest plugin's re-run under
+valgrind drops the pad all the same (``opbench.integrations.pytest_plugin.reruns``), so
+its process starts as it would outside a revision run.
 
 Example:
     >>> len(pad()) < PAGE
