@@ -219,6 +219,7 @@ def test_a_change_only_just_beyond_the_noise_is_in_doubt_and_rounds_settle_it_ei
     assert all(c.z < 2 for c in settled.changes)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(changepoints, "_DISAGREE_Z", math.inf)
+        patch.setattr(changepoints, "_SEEN_Z", 0.0)  # nor the confirmation (next test)
         assert any(c.exceeds_noise for c in detect_runs(runs, rounds=null).changes)
     # Rounds of a real spike: it stands, held by them too.
     real = {5: paired_rounds(1.0, 1.16, 0.03, random.Random(5)),
@@ -229,6 +230,33 @@ def test_a_change_only_just_beyond_the_noise_is_in_doubt_and_rounds_settle_it_ei
     # A change far beyond the noise is in no doubt.
     far = [base] * 6 + [[v * 1.4 for v in base]] + [base] * 6
     assert doubts(far, detect_runs(far)) == []
+
+
+def test_a_step_in_doubt_holds_only_where_its_rounds_see_it_themselves() -> None:
+    """real_history under-load-8: 24.1's runs all read 9% slow, so the levels put its step
+    to 24.2 at -11.4%, z = 5.6 (in doubt); six rounds read -4.2%, their spread reaching 0
+    (z = 1.9), yet not apart from the levels by 3 standard errors. Together they made a
+    false -11.4% change beyond the noise; the truth was -1.6%."""
+    from opbench.stats import changepoints
+    from opbench.stats.changepoints import CONFIRM_Z, Z_MIN, detect_runs
+
+    base = [1.0, 1.03, 0.97]
+    runs = [base] * 12 + [[v * 0.89 for v in base]]
+    level, = detect_runs(runs).changes
+    assert level.exceeds_noise and Z_MIN <= level.z < CONFIRM_Z
+    unseen = {11: [(1.0, r) for r in (0.88, 1.02, 0.97, 0.93, 1.01, 0.95)]}
+    step, = detect_runs(runs, rounds=unseen).changes
+    assert (step.exceeds_noise, step.rounds) == (False, 6) and step.z < 1.96
+    with pytest.MonkeyPatch.context() as patch:  # combined, as before: beyond the noise
+        patch.setattr(changepoints, "_SEEN_Z", 0.0)
+        assert detect_runs(runs, rounds=unseen).changes[0].exceeds_noise
+    # Rounds that see the step: it holds, by both estimates.
+    seen = {11: [(1.0, r) for r in (0.88, 0.90, 0.93, 0.91, 0.89, 0.92)]}
+    step, = detect_runs(runs, rounds=seen).changes
+    assert step.exceeds_noise and step.z > level.z
+    # Rounds that read it the other way do not confirm it either.
+    other = {11: [(1.0, r) for r in (1.03, 1.05, 1.02, 1.04, 1.06, 1.03)]}
+    assert not detect_runs(runs, rounds=other).changes[0].exceeds_noise
 
 
 def test_a_step_the_rounds_settle_where_the_fit_drew_none_gets_its_boundary() -> None:

@@ -77,7 +77,10 @@ of two runs (a few rounds can agree by chance). Where the two estimates disagree
 beyond chance (``_DISAGREE_Z`` standard errors of their difference), the rounds
 alone decide: the fit's standard error counts the runs' noise, not an offset
 that all the runs of a commit shared (a stretch of time, a core shared all
-along), and splitting the difference would keep half of that offset. Where that is beyond the noise
+along), and splitting the difference would keep half of that offset. A step in
+doubt (the fit's ``z`` below ``CONFIRM_Z``, or no boundary there) holds only where
+the rounds alone read it the same way by ``_SEEN_Z`` (1.96) standard errors or
+more, their 95% interval clear of 0; else, too, the rounds alone decide. Where that is beyond the noise
 and the fit had no boundary there, the fit is made again with one (``breaks``).
 A commit with one run (its others left out) is no level, and is despiked as one;
 where the rounds put it beyond the noise from both of its neighbours, it is a level
@@ -122,6 +125,9 @@ CONFIRM_Z = 8.0
 # The fit's estimate and the rounds' disagree beyond chance at this many standard errors of
 # their difference: the fit's carries an offset, and the rounds alone say the step.
 _DISAGREE_Z = 3.0
+# Rounds that read a step in doubt by fewer standard errors than this (their 95% interval
+# reaches 0) do not confirm it: the levels alone may owe it to an offset (module doc).
+_SEEN_Z = 1.96
 # Rounds fewer than this say nothing of their own spread: they are not used.
 _MIN_ROUNDS = 3
 # Second differences of iid noise have variance 6 sigma^2; 1.4826 makes a MAD a sigma.
@@ -378,10 +384,16 @@ def _paired(detection: Detection, values: Sequence[float], weights: Sequence[flo
         else:  # no boundary there: the two commits' own levels
             fitted = math.log(values[i + 1] / values[i])
             fitted_var = sigma**2 * (1 / weights[i] + 1 / weights[i + 1])
+        alone = paired / math.sqrt(paired_var)
         if abs(fitted - paired) >= _DISAGREE_Z * math.sqrt(fitted_var + paired_var):
             # The levels' runs shared an offset (their noise does not count it); the
             # rounds' cancels in each ratio. Together they would split the difference.
-            tested[i] = (abs(paired) / math.sqrt(paired_var), len(ratios))
+            tested[i] = (abs(alone), len(ratios))
+            continue
+        if (step is None or step.z < CONFIRM_Z) and (alone * fitted <= 0 or abs(alone) < _SEEN_Z):
+            # A step in doubt is one the levels may owe to an offset: it holds only where
+            # the rounds, free of it, see it too (their 95% interval clear of 0, its way).
+            tested[i] = (abs(alone), len(ratios))
             continue
         both = (fitted / fitted_var + paired / paired_var) / (1 / fitted_var + 1 / paired_var)
         tested[i] = (abs(both) * math.sqrt(1 / fitted_var + 1 / paired_var), len(ratios))
