@@ -259,6 +259,24 @@ def test_a_step_in_doubt_holds_only_where_its_rounds_see_it_themselves() -> None
     assert not detect_runs(runs, rounds=other).changes[0].exceeds_noise
 
 
+def test_a_short_commit_with_rounds_on_both_sides_goes_where_they_put_it() -> None:
+    """real_history: packaging 26.1 kept two runs at full speed, 18.1 and 15.2 us (its
+    truth 14.2, as 26.2's). Weighing under a level, it joined 26.0's level, and the -23%
+    step of 26.1 was drawn at 26.2, where its rounds read no change: lost. Rounds on both
+    of its sides, one of them a step, make it a level, and the step falls at its commit."""
+    from opbench.stats.changepoints import detect_runs
+
+    rng = random.Random(3)
+    runs = [*replicated([1.0] * 9, 0.02, 3), [0.98, 0.82], *replicated([0.77] * 3, 0.02, 4)]
+    down = paired_rounds(1.0, 0.77, 0.02, rng)
+    same = paired_rounds(0.77, 0.77, 0.02, rng)
+    assert [(c.start, c.exceeds_noise) for c in detect_runs(runs, rounds={8: down}).changes] \
+        == [(9, True)]  # one side's rounds only: the step is drawn a commit late
+    settled = detect_runs(runs, rounds={8: down, 9: same})
+    assert [(c.start, c.exceeds_noise, c.rounds) for c in settled.changes if c.kind == "step"] \
+        == [(8, True, 9), (9, False, 9)]
+
+
 def test_a_step_the_rounds_settle_where_the_fit_drew_none_gets_its_boundary() -> None:
     from opbench.stats.changepoints import detect, detect_runs
 

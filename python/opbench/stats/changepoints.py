@@ -83,8 +83,9 @@ the rounds alone read it the same way by ``_SEEN_Z`` (1.96) standard errors or
 more, their 95% interval clear of 0; else, too, the rounds alone decide. Where that is beyond the noise
 and the fit had no boundary there, the fit is made again with one (``breaks``).
 A commit with one run (its others left out) is no level, and is despiked as one;
-where the rounds put it beyond the noise from both of its neighbours, it is a level
-of its own all the same: the rounds ran it at full speed against each. A step's
+where rounds ran it against both of its neighbours and put it beyond the noise from
+one of them at least, it is a level of its own all the same: the rounds ran it at
+full speed against each, and placed it. A step's
 ``rounds`` says how many rounds its ``z`` holds. ``doubts`` names the steps worth
 rounds: the commits apart by ``DOUBT_Z`` with no change beyond the
 noise between them, and the changes beyond the noise by less than ``CONFIRM_Z``
@@ -342,14 +343,16 @@ def detect_runs(runs: Sequence[Sequence[float]], *, trusted: Sequence[bool] | No
     # where each of the two commits can be a level. A commit short of one (its runs left
     # out: another tenant's) would join the other level across it and read as its step.
     starts, least = {a for a, _ in detection.segments}, options.get("min_size", 2)
-    # A commit the rounds put beyond the noise from both of its neighbours is a level of
-    # its own even where one of its runs is all that counts (another tenant took the
-    # others' minutes): the rounds ran it at full speed, back to back with each neighbour,
-    # and read both steps. Weighed as one run it was despiked into its neighbours, and a
-    # +86% spike between two releases vanished (benchmarks/real_history.py).
+    # A commit that rounds ran against both of its neighbours, putting it beyond the noise
+    # from one of them at least, is a level of its own even where fewer runs than a
+    # level's count (another tenant took the others' minutes): the rounds ran it at full
+    # speed, back to back with each neighbour, and placed it. Weighed as less, it was
+    # despiked into its neighbours (a +86% spike between two releases vanished), or
+    # joined the level across its step, which was then drawn a commit late, where its
+    # rounds read no change (a -23% step lost; benchmarks/real_history.py).
     beyond = {i for i, (z, _) in tested.items() if z >= z_min}
     vouched = {i for i in range(1, len(values) - 1)
-               if {i - 1, i} <= beyond and weights[i] < least}
+               if weights[i] < least and {i - 1, i} <= set(tested) and {i - 1, i} & beyond}
     if vouched:
         weights = [max(w, least) if i in vouched else w for i, w in enumerate(weights)]
     forced = {i + 1 for i in beyond if min(weights[i], weights[i + 1]) >= least} - starts
