@@ -317,17 +317,6 @@ def _test_of(key: str) -> str:
     return key.rsplit("::", 1)[-1].split("#")[0]
 
 
-def level_steps(root: Path) -> dict[str, list[float]]:
-    """test -> each step's size in one history's levels (the median of a commit's
-    counted runs, as ``Series.replicates`` gives them, against the commit before)."""
-    found = {}
-    loaded = history.load(root)
-    for key, _ in loaded.benchmarks():
-        levels = [statistics.median(values) for values in loaded.series(key).replicates()]
-        found[_test_of(key)] = [b / a - 1 for a, b in zip(levels, levels[1:])]
-    return found
-
-
 @dataclasses.dataclass
 class Scored:
     """One history: the required changes (found or not), what it reported beyond the
@@ -344,12 +333,15 @@ class Scored:
 def score_history(root: Path, commits: list[str], ratios: dict[str, list[float]],
                   condition: str = "", seconds: float = 0.0) -> Scored:
     """The required changes found, and every change reported beyond the noise, of one
-    history (``false_changes`` judges the latter)."""
+    history (``false_changes`` judges the latter), and its level steps: each commit's
+    median of its counted runs (``Series.replicates``) against the commit before."""
     required = {(t, i + 1): False for t, rs in ratios.items() for i, r in enumerate(rs)
                 if abs(r) >= REAL}
-    reported, problems = [], []
+    reported, problems, steps = [], [], {}
     for series, detection in history.changes(history.load(root)):
         test = _test_of(series.key)
+        levels = [statistics.median(values) for values in series.replicates()]
+        steps[test] = [b / a - 1 for a, b in zip(levels, levels[1:])]
         if [c for c, _ in series.by_commit()] != commits or test not in ratios:
             problems.append(f"{series.key}: commits out of order or unknown")
             continue
@@ -359,7 +351,7 @@ def score_history(root: Path, commits: list[str], ratios: dict[str, list[float]]
             reported.append((test, c.kind, c.start, c.end, c.size))
             if c.kind == "step" and (test, c.end) in required and ratios[test][c.end - 1] * c.size > 0:
                 required[(test, c.end)] = True
-    return Scored(condition, required, reported, level_steps(root), seconds, problems)
+    return Scored(condition, required, reported, steps, seconds, problems)
 
 
 def time_truth(others: list[Scored]) -> dict[str, list[float]] | None:

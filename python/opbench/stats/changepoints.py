@@ -388,14 +388,14 @@ def _paired(detection: Detection, values: Sequence[float], weights: Sequence[flo
             fitted = math.log(values[i + 1] / values[i])
             fitted_var = sigma**2 * (1 / weights[i] + 1 / weights[i + 1])
         alone = paired / math.sqrt(paired_var)
-        if abs(fitted - paired) >= _DISAGREE_Z * math.sqrt(fitted_var + paired_var):
-            # The levels' runs shared an offset (their noise does not count it); the
-            # rounds' cancels in each ratio. Together they would split the difference.
-            tested[i] = (abs(alone), len(ratios))
-            continue
-        if (step is None or step.z < CONFIRM_Z) and (alone * fitted <= 0 or abs(alone) < _SEEN_Z):
-            # A step in doubt is one the levels may owe to an offset: it holds only where
-            # the rounds, free of it, see it too (their 95% interval clear of 0, its way).
+        # The rounds alone decide where the levels may owe the step to an offset their
+        # runs shared (their noise does not count it; the rounds' cancels in each ratio,
+        # and together the two would split the difference): where the two disagree beyond
+        # chance, or where the step is in doubt and the rounds do not see it themselves
+        # (their 95% interval reaches 0, or they read it the other way).
+        disagree = abs(fitted - paired) >= _DISAGREE_Z * math.sqrt(fitted_var + paired_var)
+        unseen = (step is None or step.z < CONFIRM_Z) and (alone * fitted <= 0 or abs(alone) < _SEEN_Z)
+        if disagree or unseen:
             tested[i] = (abs(alone), len(ratios))
             continue
         both = (fitted / fitted_var + paired / paired_var) / (1 / fitted_var + 1 / paired_var)
