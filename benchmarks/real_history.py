@@ -34,7 +34,8 @@ fresh history per repetition, ``--reps`` times beside the spinning processes and
 part of it: beside the spinning processes a third to a half of the runs share
 their core all along their fastest blocks (1.3 to 2x slower), and a benchmark
 left with fewer than 3 runs at full speed at a commit is run there again; then each step in
-doubt gets 9 paired rounds of its two commits. Every change of 10% or
+doubt gets 9 paired rounds of its two commits (a run of a round whose core was
+slowed made again, up to twice). Every change of 10% or
 more in the instruction counts must be found at its commit (a step beyond the
 noise there, the right way). A change reported beyond the noise is false unless
 a truth supports it: the instruction counts, or time, which is the step's median
@@ -424,7 +425,10 @@ def part_history(repo: Path, commits: list[str], releases: list[str], ratios: di
             seconds = time.monotonic() - started
             kept_runs = history.load(root).runs
             made_up = sum(backfill.MAKEUP_KEY in run.environment for run in kept_runs)
-            paired = len({run.settles for run in kept_runs if run.settles})
+            settling = [run for run in kept_runs if run.settles]
+            paired = len({run.settles for run in settling})
+            # Runs of a round made again, their core slowed (opbench.revisions.backfill).
+            again = len(settling) - len({(run.settles, run.commit) for run in settling})
             scored.append(score_history(root, commits, ratios, condition, seconds))
             if rep == 0 and condition == "under load":
                 shown = _run([sys.executable, "-m", "opbench", "history", "--root", str(root),
@@ -440,7 +444,7 @@ def part_history(repo: Path, commits: list[str], releases: list[str], ratios: di
         false = false_changes(s, [ratios])
         print(f"  {condition} {rep + 1}: {sum(s.required.values())} of {len(s.required)} real "
               f"changes found, {len(false)} false by the instructions ({seconds:.0f} s, "
-              f"{made_up} make-up runs, {paired} paired rounds)"
+              f"{made_up} make-up runs, {paired} paired rounds, {again} round runs again)"
               + (": " + "; ".join(false) if false else ""), flush=True)
     # Judged again once every history is in: time's truth for each is the others' median.
     judged = []

@@ -83,7 +83,8 @@ def test_running_it_again_resumes(history_commits, tmp_path):
 
 # A command measuring the benchmarks its first argument (JSON) names, at the commit's index
 # in costs.json, each {"step": s (s slower from commit 12 on), "slowed": f (its first run at
-# commit 12 on a core another tenant slowed f times all along), "noise": r (a commit's run k
+# commit 12 on a core another tenant slowed f times all along; with "slowed_at": [k, ...],
+# its runs k there), "noise": r (a commit's run k
 # reads 1 + r * (-1)**k), "later": o (every run after the first PASSES reads o times: a later
 # state of the machine)}; only those $OPBENCH_SELECT names when it is set, as opbench's
 # plugin does. Its second argument is a folder where it counts runs.
@@ -108,7 +109,7 @@ k, n = count(f"{index}.runs"), count("all.runs")
 out = []
 for name in json.loads(os.environ.get("OPBENCH_SELECT") or json.dumps(sorted(config))):
     c = config[name]
-    slow = c.get("slowed", 1.0) if k == 0 and index == 12 else 1.0
+    slow = c.get("slowed", 1.0) if k in c.get("slowed_at", [0]) and index == 12 else 1.0
     level = 1e-6 * (1 + c.get("step", 0.0) * (index >= 12)) * (1 + c.get("noise", 0.0) * (-1) ** k)
     level *= c.get("later", 1.0) if n >= passes else 1.0
     signals = {"waits": [0.0] * 40, "slowdowns": [slow] * 40, "threads": 1, "cpus": 2}
@@ -199,6 +200,41 @@ def test_a_step_in_doubt_gets_paired_rounds_that_settle_it(history_commits, tmp_
     assert off.rounds == 0 and len(off.saved) == 6
     step, = history.load(tmp_path / "other").series("small").detect().changes
     assert not step.exceeds_noise
+
+
+def test_a_run_of_a_round_on_a_slowed_core_is_made_again_for_what_it_slowed(history_commits,
+                                                                           tmp_path):
+    repo, commits = history_commits
+    # The step in doubt of the test above; commit 12's runs 2 and 3 (its first round's, and
+    # that run made again) on a core another tenant slowed 1.7 times all along, for "small".
+    config = {"small": {"step": 0.075, "noise": 0.01, "slowed": 1.7, "slowed_at": [2, 3]},
+              "flat": {"noise": 0.01}}
+    store = tmp_path / "store"
+    lines: list[str] = []
+    done = backfill.backfill([f"{commits[11]}..{commits[13]}"], _bench(tmp_path, config), runs=2,
+                             root=store, repo=repo, progress=lines.append)
+    # Round 1 ran 11, then 12 three times: slowed, slowed again, then at full speed; the
+    # other rounds ran once a side. Every round counts, none more were tried.
+    assert not done.failed and done.rounds == 6 and done.again == 2
+    assert [c for c, _ in done.saved[6:10]] == [commits[11]] + [commits[12]] * 3
+    where = f"[round 1/12] {short_commit(commits[11])}..{short_commit(commits[12])}"
+    assert lines[8].startswith(f"{where}: 1 benchmark(s) with a step in doubt: again 1/2 at "
+                               f"{short_commit(commits[12])}, 1 on a slowed core: saved")
+    assert lines[9].startswith(f"{where}: 1 benchmark(s) with a step in doubt: again 2/2 at ")
+    series = history.load(store).series("small")
+    pairs, = series.rounds.values()
+    assert len(pairs) == 6 and len(history.counted_rounds(pairs)) == 6
+    step, = series.detect().changes
+    assert step.exceeds_noise and step.rounds == 6
+    assert step.size == pytest.approx(0.075, abs=0.001)
+    # Made again no more than _AGAIN times: a run slowed three times leaves its round out.
+    config["small"]["slowed_at"] = [2, 3, 4]
+    done = backfill.backfill([f"{commits[11]}..{commits[13]}"],
+                             _bench(tmp_path / "b", config), runs=2, root=tmp_path / "b" / "store",
+                             repo=repo)
+    assert done.again == 2 and done.rounds == 7
+    pairs, = history.load(tmp_path / "b" / "store").series("small").rounds.values()
+    assert len(pairs) == 7 and len(history.counted_rounds(pairs)) == 6
 
 
 def test_tags_bound_what_runs(tagged, tmp_path):

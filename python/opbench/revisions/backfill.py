@@ -46,7 +46,13 @@ the commit before it and the commit after it, back to back, in a checkout of eac
 kept for the rounds, in turn first (ABBA), each round after a wait for full speed as
 a make-up run's. The rounds of every step go in turns, so each step's rounds fall in
 different minutes of the machine. A round counts where both runs ran at full speed;
-rounds are tried until each step has its count, at most twice that. The history
+rounds are tried until each step has its count, at most twice that. A run of a round
+whose core was slowed for some of its benchmarks is made again at once for those, after
+a wait for full speed, up to ``_AGAIN`` times, before the round's other run: with each
+run at full speed one time in three or so beside two spinning processes, a round with
+both at full speed was one in nine, and a step's 18 tries gave it 2 to 6 rounds, too
+few for a -10% step (``benchmarks/real_history.py``, the changelog). Whether a run is
+made again depends on the speed probe alone, never on what it read. The history
 tests the step on its levels and its rounds together (``opbench.store.history``).
 The number of rounds is fixed before they start and does not depend on what they
 read, so their test keeps its error rate: stopping a step's rounds once its test
@@ -106,6 +112,9 @@ _MAKEUP_WAIT_S = 3.0
 # commits, 3 runs each), 3 such steps in 100 that were in doubt stayed within the noise
 # with 9 rounds, 6 with 6 rounds.
 _SETTLE_ROUNDS = 3
+# How many times a run of a round whose core was slowed is made again (module doc): with a
+# run at full speed one time in three, two more tries make it so three times in five.
+_AGAIN = 2
 
 
 def commits(revs: Sequence[str], repo: str | Path = ".", *, tags: str | None = None,
@@ -152,14 +161,16 @@ def commits(revs: Sequence[str], repo: str | Path = ".", *, tags: str | None = N
 class Backfill:
     """What a backfill did: the commits, in order; ``saved`` (commit, path) per run
     saved (make-up runs and rounds included); ``skipped`` runs the history already held;
-    ``makeup`` make-up runs tried; ``rounds`` paired rounds tried; ``failed`` (commit,
-    why) per run that failed; ``interrupted`` when Ctrl-C stopped it."""
+    ``makeup`` make-up runs tried; ``rounds`` paired rounds tried; ``again`` runs of a
+    round made again because their core was slowed; ``failed`` (commit, why) per run that
+    failed; ``interrupted`` when Ctrl-C stopped it."""
 
     commits: list[str]
     saved: list[tuple[str, Path]] = dataclasses.field(default_factory=list)
     skipped: int = 0
     makeup: int = 0
     rounds: int = 0
+    again: int = 0
     failed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     interrupted: bool = False
 
@@ -261,7 +272,7 @@ def backfill(revs: Sequence[str], command: Sequence[str], *, runs: int = 3,
                     runner.done.skipped += 1
                     say(f"{where}: in the history already")
                     continue
-                held[commit] += runner.run(commit, where)
+                held[commit] += runner.run(commit, where) is not None
         rounds = _MAKEUP_ROUNDS * runs if makeup else 0
         for k in range(1, rounds + 1):
             short, full_speed = _short(root, todo, runs)
@@ -308,7 +319,25 @@ def _settle(runner: _Runner, todo: Sequence[str], wanted: int) -> None:
                 # A number no earlier round of this step has: resuming adds rounds.
                 mark = {history.SETTLE_KEY: {"step": [before, after], "round": time.time_ns()}}
                 for commit in ((before, after) if k % 2 else (after, before)):
-                    runner.run(commit, where, keys, at=kept[commit], mark=mark)
+                    _round_run(runner, commit, where, keys, kept[commit], mark, full_speed)
+
+
+def _round_run(runner: _Runner, commit: str, where: str, keys: list[str], at: Checkout,
+               mark: dict[str, Any], full_speed: float | None) -> None:
+    """One run of a round at ``commit``; the benchmarks of it that ran on a slowed core,
+    by the speed probe against the history's ``full_speed``, made again up to ``_AGAIN``
+    times, each after a wait for full speed (module doc). A run made again carries the
+    round's ``mark``: the history pairs its later run with the round's other."""
+    run = runner.run(commit, where, keys, at=at, mark=mark)
+    for k in range(1, _AGAIN + 1):
+        slowed = history.slowed(run, keys, full_speed) if run is not None else []
+        if not slowed:
+            return
+        runner.done.again += 1
+        if full_speed:
+            recovery.wait_for_speed(full_speed, history.FULL_SPEED, _MAKEUP_WAIT_S)
+        run = runner.run(commit, f"{where}: again {k}/{_AGAIN} at {runner.name(commit)}, "
+                                 f"{len(slowed)} on a slowed core", slowed, at=at, mark=mark)
 
 
 class _Runner:
@@ -327,10 +356,10 @@ class _Runner:
                 else short_commit(commit))
 
     def run(self, commit: str, where: str, only: list[str] | None = None, *,
-            at: Checkout | None = None, mark: dict[str, Any] | None = None) -> bool:
+            at: Checkout | None = None, mark: dict[str, Any] | None = None) -> history.Run | None:
         """One run at ``commit`` (in the checkout ``at``, else a fresh one), saved with
-        ``mark`` added to its environment; of the benchmarks ``only``, when given; whether
-        it was saved."""
+        ``mark`` added to its environment; of the benchmarks ``only``, when given; the run
+        saved (None: it failed)."""
         started = time.monotonic()
         env = None if only is None else {SELECT_ENV: json.dumps(only)}
         run = (at.run(self.command, env=env, timeout=self.timeout) if at is not None else
@@ -348,8 +377,8 @@ class _Runner:
         if problem:
             self.done.failed.append((commit, problem))
             self.say(f"{where}: FAILED: {problem}")
-            return False
+            return None
         self.done.saved.append((commit, path))
         self.say(f"{where}: saved {path.name} ({time.monotonic() - started:.1f} s)  "
                  f"{self.facts[commit].get('subject') or ''}")
-        return True
+        return history.Run(baselines.run_number(path) or 0, path, results)

@@ -64,7 +64,7 @@ from opbench.store.results import Results, load_valid
 
 __all__ = ["FULL_SPEED", "SETTLE_KEY", "History", "Point", "Run", "Series", "Standing", "changes",
            "commit_range", "counted", "counted_rounds", "describe_change", "evidence", "label",
-           "load", "machines", "prune", "short", "standing", "tag"]
+           "load", "machines", "prune", "short", "slowed", "standing", "tag"]
 
 #: Where a paired round's run names its step and round (module doc).
 SETTLE_KEY = "settles"
@@ -270,9 +270,7 @@ class History:
                 elif kind == TIME and run.commit in run.settles[:2]:
                     rounds.setdefault(run.settles, {})[run.commit] = point
         for p in [*points, *(p for pair in rounds.values() for p in pair.values())]:
-            if p.full_speed_ns and self.full_speed_ns:
-                p.slowdown *= p.full_speed_ns / self.full_speed_ns
-            p.slow_core = p.slowdown > FULL_SPEED
+            _judge_speed(p, self.full_speed_ns)
         paired: dict[tuple[str, str], list[tuple[Point, Point]]] = {}
         for (before, after, _), pair in sorted(rounds.items()):
             if before in pair and after in pair:  # a round whose other run failed: none
@@ -286,6 +284,42 @@ class History:
 #: of its commit's fastest run, the median) or above 1.2 (1.3 to 2x slower), seldom
 #: between; 1.15 is the middle of that gap.
 FULL_SPEED = 1.15
+
+
+def slowed(run: Run, keys: Iterable[str], full_speed_ns: float | None) -> list[str]:
+    """The timed benchmarks of ``keys`` whose figure in ``run`` was taken on a slowed core,
+    as ``History.series`` marks them (``Point.slow_core``) against the machine's full
+    speed ``full_speed_ns`` (None: each process's own).
+
+    Example:
+        >>> import tempfile
+        >>> from opbench import Measurement, TaskSpec
+        >>> from opbench.store import baselines
+        >>> signals = {"waits": [0.0] * 40, "slowdowns": [1.7] * 40, "threads": 1, "cpus": 2}
+        >>> path = baselines.autosave([Measurement(1, [1e-6] * 40, TaskSpec("f()", "pass", name="f"),
+        ...                                        info={"disturbance": signals})],
+        ...                           root=tempfile.mkdtemp())
+        >>> run, = load(path.parent.parent).runs
+        >>> slowed(run, ["f"], None)
+        ['f']
+    """
+    wanted = set(keys)
+    found = []
+    for r in run.results:
+        if identity.key(r) in wanted:
+            point = _point(run, r, TIME)
+            if _judge_speed(point, full_speed_ns):
+                found.append(identity.key(r))
+    return found
+
+
+def _judge_speed(p: Point, full_speed_ns: float | None) -> bool:
+    """Makes ``p``'s slowdown the machine's (``full_speed_ns``: its full speed, None where
+    unknown) and marks it ``slow_core`` beyond ``FULL_SPEED``; whether it is."""
+    if p.full_speed_ns and full_speed_ns:
+        p.slowdown *= p.full_speed_ns / full_speed_ns
+    p.slow_core = p.slowdown > FULL_SPEED
+    return p.slow_core
 
 
 def _memory_series(c: Any) -> dict[str, tuple[str, tuple[float, ...]]]:
