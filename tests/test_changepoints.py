@@ -259,6 +259,33 @@ def test_a_step_in_doubt_holds_only_where_its_rounds_see_it_themselves() -> None
     assert not detect_runs(runs, rounds=other).changes[0].exceeds_noise
 
 
+def test_a_round_far_from_the_others_is_left_out_as_a_spike() -> None:
+    """real_history under-load-10 (today's): v26.3..v26.4's -10% step in doubt by its levels
+    (-6.9%, z = 4.1). Nine of its ten rounds at full speed read -6% to -16%; the ninth read
+    +27% (its after run on a core the speed probe read 1.11 times slower, short of the cut).
+    With that round, the rounds' spread reached 0 and the step was lost (z = 1.7)."""
+    from opbench.stats import changepoints
+    from opbench.stats.changepoints import detect_runs
+
+    base = [1.0, 1.02, 0.98]
+    runs = [base] * 11 + [[v * 0.93 for v in base], [v * 0.93 * 0.93 for v in base]]
+    level = [c for c in detect_runs(runs).changes if c.start == 11]
+    assert not level or not level[0].exceeds_noise
+    reads = (-0.097, -0.162, -0.107, -0.079, -0.083, -0.104, -0.061, 0.273, -0.097)
+    rounds = {11: [(1.0, 1.0 + r) for r in reads]}
+    step, = [c for c in detect_runs(runs, rounds=rounds).changes if c.start == 11]
+    assert (step.exceeds_noise, step.rounds) == (True, 8)
+    with pytest.MonkeyPatch.context() as patch:  # every round kept: within the noise
+        patch.setattr(changepoints, "_SPIKE_SIGMAS", math.inf)
+        step, = [c for c in detect_runs(runs, rounds=rounds).changes if c.start == 11]
+        assert (step.exceeds_noise, step.rounds) == (False, 9)
+    # Rounds that scatter as two runs' noise does are all kept, however far the extremes.
+    rng = random.Random(5)
+    scattered = paired_rounds(1.0, 0.93, 0.02, rng)
+    assert changepoints._kept([math.log(b / a) for a, b in scattered], math.sqrt(2) * 0.02) \
+        == [math.log(b / a) for a, b in scattered]
+
+
 def test_a_short_commit_with_rounds_on_both_sides_goes_where_they_put_it() -> None:
     """real_history: packaging 26.1 kept two runs at full speed, 18.1 and 15.2 us (its
     truth 14.2, as 26.2's). Weighing under a level, it joined 26.0's level, and the -23%

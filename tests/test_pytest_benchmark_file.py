@@ -3,6 +3,8 @@ an old suite's baseline compares with opbench's runs."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,33 @@ def test_impossible_entries_are_named(tmp_path: Path, bench: dict, message: str)
     path.write_text(json.dumps(_doc([bench])))
     with pytest.raises(ResultsFileError, match=message):
         load(path)
+
+
+def test_rounds_left_single_calls_by_a_slow_first_call_are_named_with_the_fix(
+        tmp_path: Path) -> None:
+    # pytest-benchmark's own target round: 5 us. test_a's rounds are single calls of 0.3 us
+    # (its sizing call was slow: a cold first call); test_b's are 20 calls of 0.3 us; test_c's
+    # single calls of 20 us, past the target: sized as pytest-benchmark meant.
+    target = {"min_time": 5e-06, "warmup": False}
+    benches = [_bench("t.py::test_a", [3.3e-7] * 50, options=target),
+               _bench("t.py::test_b", [3.0e-7] * 50, iterations=20, options=target),
+               _bench("t.py::test_c", [2.0e-5] * 50, options={"min_time": "0.000005"}),
+               _bench("t.py::test_d", [3.3e-7] * 50)]  # no target saved: nothing to say
+    path = tmp_path / "pb.json"
+    path.write_text(json.dumps(_doc(benches)))
+    with pytest.warns(ResultsFileWarning) as caught:
+        results = load(path)
+    message, = [str(w.message) for w in caught]
+    assert message.startswith(f"{path}: 1 pytest-benchmark benchmark(s) timed in rounds of one "
+                              "call each, shorter than its own target round")
+    assert "t.py::test_a;" in message and "test_b" not in message and "test_c" not in message
+    assert message.endswith("save the baseline again with --benchmark-warmup=on")
+    assert [m.task_spec.key for m in results] == ["t.py::test_a", "t.py::test_b", "t.py::test_c",
+                                                  "t.py::test_d"]
+    # The command line shows it as one line of its own, not in Python's warning format.
+    shown = subprocess.run([sys.executable, "-m", "opbench", "show", str(path)],
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stderr.startswith(f"python -m opbench show: warning: {path}: 1 pytest-benchmark")
+    assert "t.py::test_a;" in shown.stderr and "ResultsFileWarning" not in shown.stderr
+    assert len(shown.stderr.splitlines()) == 1

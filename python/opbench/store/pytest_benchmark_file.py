@@ -14,6 +14,16 @@ its data (only summary statistics) cannot be compared as runs are (its 10th
 percentile and its interval are unknown): it is left out, with a
 ``ResultsFileWarning`` that says how to save it.
 
+pytest-benchmark sizes its rounds by timing a first call: a round of one call
+that took less than its own target round (``options.min_time``, 5 us by
+default) means that first call was slow (cold) and the rounds stayed single
+calls, each with the timer's own cost in it. Such a benchmark reads slow against
+opbench's blocks of many calls, unchanged code included (packaging's
+``canonicalize_name``: 330 ns a round against opbench's 205 ns; ``SpecifierSet.contains``
+1.83 us against 1.59 us: ``benchmarks/real_history.py``'s suite). It is kept, and
+a ``ResultsFileWarning`` names it and the fix: ``--benchmark-warmup=on``, with
+which pytest-benchmark sizes its rounds by the fastest of its warm-up calls.
+
 Example:
     >>> doc = {"machine_info": {"python_version": "3.11.7"}, "commit_info": {},
     ...        "benchmarks": [{"fullname": "t.py::test_a", "group": None, "name": "test_a",
@@ -38,6 +48,11 @@ __all__ = ["as_results_document", "is_pytest_benchmark"]
 # machine_info fields -> the environment facts opbench's gate names (and compares).
 _MACHINE = (("python_version", "python"), ("node", "hostname"), ("machine", "machine"),
             ("system", "system"))
+
+
+def _names(names: list[str]) -> str:
+    """The first five of ``names``, and ``...`` where there are more."""
+    return ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
 
 
 def is_pytest_benchmark(doc: Any) -> bool:
@@ -96,6 +111,20 @@ def _entry(bench: Any, where: str) -> dict[str, Any] | None:
             "task_spec": {"stmt": name, "setup": "pass", "name": name}, "info": info}
 
 
+def _single_calls(bench: dict[str, Any], entry: dict[str, Any]) -> bool:
+    """Whether pytest-benchmark left ``bench``'s rounds single calls shorter than its own
+    target round (``options.min_time``): its sizing call was slow (module doc)."""
+    target = _object(bench.get("options")).get("min_time")
+    if isinstance(target, str):  # pytest-benchmark saves the option as the user wrote it
+        try:
+            target = float(target)
+        except ValueError:
+            return False
+    times = sorted(entry["raw_times"])
+    return (entry["number_per_run"] == 1 and isinstance(target, (int, float))
+            and times[len(times) // 2] < target)
+
+
 def as_results_document(doc: dict[str, Any], source: str,
                         fmt: tuple[str, int]) -> dict[str, Any]:
     """``doc`` (pytest-benchmark's) as an opbench results document of format ``fmt``
@@ -106,18 +135,26 @@ def as_results_document(doc: dict[str, Any], source: str,
         ResultsFileError: a benchmark without a name, or with impossible data; no
             benchmark with data at all.
     """
-    entries, missing = [], []
+    entries, missing, single = [], [], []
     for i, bench in enumerate(doc["benchmarks"]):
         entry = _entry(bench, f"{source}: benchmarks[{i}]")
         if entry is None:
             missing.append(str(bench.get("fullname") or bench.get("name")))
         else:
             entries.append(entry)
+            if _single_calls(bench, entry):
+                single.append(entry["task_spec"]["name"])
+    if single:
+        warn(ResultsFileWarning,
+             f"{source}: {len(single)} pytest-benchmark benchmark(s) timed in rounds of one "
+             f"call each, shorter than its own target round (--benchmark-min-time): "
+             f"{_names(single)}; their first call was slow, so their rounds stayed single "
+             "calls with the timer's own cost in each, and they read slower than the code "
+             "against opbench's blocks; save the baseline again with --benchmark-warmup=on")
     if missing:
         message = (f"{source}: {len(missing)} pytest-benchmark benchmark(s) saved without their "
-                   f"rounds (stats.data), left out: {', '.join(missing[:5])}"
-                   + (" ..." if len(missing) > 5 else "")
-                   + "; save them with --benchmark-json, or --benchmark-save-data")
+                   f"rounds (stats.data), left out: {_names(missing)}; save them with "
+                   "--benchmark-json, or --benchmark-save-data")
         if not entries:
             raise ResultsFileError(message)
         warn(ResultsFileWarning, message)

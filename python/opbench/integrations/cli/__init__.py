@@ -8,12 +8,15 @@ status 2; ``--help`` works on every command.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-from opbench.errors import UsageError
+from opbench.errors import BenchmarkWarning, UsageError
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "command_parser", "main", "parse_fraction",
            "use_color"]
@@ -105,6 +108,26 @@ def _takes_a_command(parser: argparse.ArgumentParser) -> bool:
             or parser.get_default("command") is not None)
 
 
+@contextlib.contextmanager
+def _warnings_as_lines(prog: str) -> Iterator[None]:
+    """opbench's own warnings as ``<prog>: warning: ...`` lines on stderr: they speak to
+    the user of the command, not of the source line that raised them (which Python's
+    format shows); other warnings as Python formats them. Only the format changes, so
+    what records warnings (``pytest.warns``) still records them."""
+    formatted = warnings.formatwarning
+
+    def line(message: Any, category: type[Warning], *rest: Any, **kw: Any) -> str:
+        if issubclass(category, BenchmarkWarning):
+            return f"{prog}: warning: {message}\n"
+        return formatted(message, category, *rest, **kw)
+
+    warnings.formatwarning = line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = formatted
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -119,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:  # the command's own usage, not the program's
         args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
-        return int(args._run(args) or 0)
+        with _warnings_as_lines(args._parser.prog):
+            return int(args._run(args) or 0)
     except UsageError as e:
         args._parser.print_usage(sys.stderr)
         print(f"{args._parser.prog}: error: {e}", file=sys.stderr)
