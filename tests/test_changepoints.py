@@ -286,6 +286,33 @@ def test_a_round_far_from_the_others_is_left_out_as_a_spike() -> None:
         == [math.log(b / a) for a, b in scattered]
 
 
+def test_a_scattered_commit_between_two_big_steps_is_a_level_not_a_drift() -> None:
+    """real_history under-load-6 (today's): SpecifierSet.contains at 25.0, 26.0 and 26.1 read
+    47, 16.6 and 7.1 us; 26.0's runs scattered (16.0, 16.6, 18.0 against 1.9% noise), so it
+    weighed under a level, and the fit drew a "drift" from 24.2 to 26.0: the -64% step was
+    lost. No scatter of its runs explains where it stands: it is a level."""
+    from opbench.stats import changepoints
+    from opbench.stats.changepoints import detect_runs
+
+    runs = [[40.43, 41.3, 41.62], [41.05, 42.04, 41.58], [41.16, 41.31, 40.9], [42.25, 39.9, 40.37],
+            [40.4, 40.33, 40.97], [42.08, 40.79, 41.21], [46.85, 47.87, 47.27], [47.55, 49.1, 47.21],
+            [17.98, 15.91, 16.62], [7.09, 7.08, 7.16], [7.0, 7.12, 7.33], [1.85, 1.88, 1.82],
+            [1.49, 1.52, 1.54]]  # its runs, in us
+    steps = [(c.kind, c.start, c.end) for c in detect_runs(runs).changes if c.exceeds_noise]
+    assert steps == [("step", 5, 6), ("step", 7, 8), ("step", 8, 9), ("step", 10, 11),
+                     ("step", 11, 12)]
+    with pytest.MonkeyPatch.context() as patch:  # weighed by its scatter alone: a drift
+        patch.setattr(changepoints, "_apart", lambda *a: set())
+        assert ("drift", 6, 8) in [(c.kind, c.start, c.end) for c in detect_runs(runs).changes]
+    # A scattered commit above both of its neighbours is still no level of its own: a
+    # stair, not a spike (rounds make a spike's commit a level: the test below).
+    scattered = [1.9, 2.0, 2.15]  # 5% apart and more, against 1% noise
+    before = replicated([1.0] * 6, 0.01, 13)
+    assert 6 not in changepoints._apart([*before, scattered, *before], 0.01, changepoints.Z_MIN)
+    stair = [*before, scattered, *replicated([4.0] * 6, 0.01, 14)]
+    assert 6 in changepoints._apart(stair, 0.01, changepoints.Z_MIN)
+
+
 def test_a_short_commit_with_rounds_on_both_sides_goes_where_they_put_it() -> None:
     """real_history: packaging 26.1 kept two runs at full speed, 18.1 and 15.2 us (its
     truth 14.2, as 26.2's). Weighing under a level, it joined 26.0's level, and the -23%

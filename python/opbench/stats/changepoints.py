@@ -319,8 +319,9 @@ def detect_runs(runs: Sequence[Sequence[float]], *, trusted: Sequence[bool] | No
                 **options: Any) -> Detection:
     """``detect`` on runs grouped by commit (one list of run values per commit, in commit
     order): each commit's value is its runs' median, weighed by how many there are, and
-    the spread between them is a second estimate of the noise (``replicate_noise``). A
-    commit not ``trusted`` (its runs all measured in a state of the machine the others
+    the spread between them is a second estimate of the noise (``replicate_noise``); a
+    commit whose runs scatter weighs less, unless it stands between its neighbours
+    beyond its own scatter (``_apart``). A commit not ``trusted`` (its runs all measured in a state of the machine the others
     were not) weighs as one run at most: no level of its own, despiked as a lone run.
     ``rounds`` maps a step (``i``: between commits ``i`` and ``i + 1``) to paired rounds,
     (run before, run after) each, that its test also holds (module doc).
@@ -335,18 +336,20 @@ def detect_runs(runs: Sequence[Sequence[float]], *, trusted: Sequence[bool] | No
     noise = options.setdefault("run_noise", replicate_noise(runs))
     values = [statistics.median(v) for v in runs]
     weights = [_weight(v, noise) for v in runs]
+    z_min, least = options.get("z_min", Z_MIN), options.get("min_size", 2)
+    weights = [max(w, least) if i in _apart(runs, noise, z_min) else w
+               for i, w in enumerate(weights)]
     if trusted is not None:
         weights = [w if ok else min(w, 1.0) for w, ok in zip(weights, trusted)]
     detection = detect(values, weights=weights, **options)
     if not rounds:
         return detection
-    z_min = options.get("z_min", Z_MIN)
     tested = _paired(detection, values, weights, rounds, noise)
     # A step the rounds put beyond the noise where the fit drew no boundary (the two
     # commits' levels merged with their neighbours'): the fit again, with that boundary,
     # where each of the two commits can be a level. A commit short of one (its runs left
     # out: another tenant's) would join the other level across it and read as its step.
-    starts, least = {a for a, _ in detection.segments}, options.get("min_size", 2)
+    starts = {a for a, _ in detection.segments}
     # A commit that rounds ran against both of its neighbours, putting it beyond the noise
     # from one of them at least, is a level of its own even where fewer runs than a
     # level's count (another tenant took the others' minutes): the rounds ran it at full
@@ -451,6 +454,32 @@ def doubts(runs: Sequence[Sequence[float]], detection: Detection, *,
                 >= z * noise * math.sqrt(1 / len(runs[i]) + 1 / len(runs[i + 1]))
         if in_doubt:
             found.append(i)
+    return found
+
+
+def _apart(runs: Sequence[Sequence[float]], noise: float | None, z_min: float) -> set[int]:
+    """The commits (not the first or last) whose median lies between their neighbours',
+    ``z_min`` or more standard errors from each, by the larger of their own runs' robust
+    spread and the history's ``noise``: a level of its own however its runs scatter (``_weight``
+    weighs a scattered commit as fewer runs than a level's count). No scatter of its runs
+    explains where it stands, and with its runs short of a level it was drawn into a line
+    from one neighbour to the other: packaging 26.0, between a -64% and a -57% step, its
+    runs at 16.0, 16.6 and 18.0 us, made the two steps a "drift" and one step was lost
+    (``benchmarks/real_history.py``)."""
+    found = set()
+    for i in range(1, len(runs) - 1):
+        if len(runs[i]) < 2:
+            continue
+        logs = [math.log(v) for v in runs[i]]
+        centre = statistics.median(logs)
+        sigma = max(1.4826 * statistics.median(abs(x - centre) for x in logs), noise or 0.0)
+        if sigma <= 0:
+            continue
+        steps = [centre - math.log(statistics.median(runs[j])) for j in (i - 1, i + 1)]
+        if steps[0] * steps[1] < 0 and all(  # between them: a stair, not a spike
+                abs(step) >= z_min * sigma * math.sqrt(1 / len(runs[i]) + 1 / len(runs[j]))
+                for step, j in zip(steps, (i - 1, i + 1))):
+            found.add(i)
     return found
 
 
