@@ -313,6 +313,34 @@ def test_a_scattered_commit_between_two_big_steps_is_a_level_not_a_drift() -> No
     assert 6 in changepoints._apart(stair, 0.01, changepoints.Z_MIN)
 
 
+def test_a_scattered_spike_that_its_rounds_confirm_on_one_side_is_a_level() -> None:
+    """real_history under-load-7 (today's): sorting versions at 26.0 read 40.4, 59.6 and
+    37.9 us between releases of 21 and 24; weighed under a level, it was drawn into a
+    "drift" from 24.2, and the +86% step was lost. Its nine rounds against 25.0 read +81%
+    to +102%, and its runs stand apart from 26.1's beyond their own scatter: a level."""
+    from opbench.stats import changepoints
+    from opbench.stats.changepoints import detect_runs
+
+    runs = [[21.307, 21.322, 21.718], [21.8, 21.073, 21.441], [21.984, 21.937, 21.359],
+            [21.524, 20.949, 21.207], [21.963, 22.234, 21.055], [21.471, 20.325, 20.503],
+            [21.404, 22.109, 20.978], [21.0, 21.698, 21.636], [40.412, 59.571, 37.853],
+            [23.997, 24.653, 22.973], [24.159, 23.833, 23.872], [23.626, 24.132, 22.527],
+            [23.225, 22.923, 24.317]]  # its runs, in us
+    rounds = {7: [(21.3, 38.4), (19.8, 37.7), (20.9, 40.0), (20.3, 40.8), (20.3, 40.5),
+                  (20.1, 40.6), (21.2, 40.3), (21.5, 39.6), (20.0, 39.9)]}
+    found = [(c.kind, c.start, c.end) for c in detect_runs(runs, rounds=rounds).changes
+             if c.exceeds_noise]
+    assert found == [("step", 7, 8), ("step", 8, 9)]
+    with pytest.MonkeyPatch.context() as patch:  # spikes never vouched for: a drift
+        apart = changepoints._apart
+        patch.setattr(changepoints, "_apart", lambda *a, spikes=False: apart(*a))
+        kinds = [c.kind for c in detect_runs(runs, rounds=rounds).changes if c.exceeds_noise]
+        assert "drift" in kinds
+    # Without rounds, a scattered spike is no level by its runs alone.
+    assert 8 not in changepoints._apart(runs, changepoints.replicate_noise(runs), 5.0)
+    assert 8 in changepoints._apart(runs, changepoints.replicate_noise(runs), 5.0, spikes=True)
+
+
 def test_a_short_commit_with_rounds_on_both_sides_goes_where_they_put_it() -> None:
     """real_history: packaging 26.1 kept two runs at full speed, 18.1 and 15.2 us (its
     truth 14.2, as 26.2's). Weighing under a level, it joined 26.0's level, and the -23%

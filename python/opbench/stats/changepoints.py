@@ -321,8 +321,9 @@ def detect_runs(runs: Sequence[Sequence[float]], *, trusted: Sequence[bool] | No
     order): each commit's value is its runs' median, weighed by how many there are, and
     the spread between them is a second estimate of the noise (``replicate_noise``); a
     commit whose runs scatter weighs less, unless it stands between its neighbours
-    beyond its own scatter (``_apart``). A commit not ``trusted`` (its runs all measured in a state of the machine the others
-    were not) weighs as one run at most: no level of its own, despiked as a lone run.
+    beyond its own scatter (``_apart``). A commit not ``trusted`` (its runs all measured
+    in a state of the machine the others were not) weighs as one run at most: no level
+    of its own, despiked as a lone run.
     ``rounds`` maps a step (``i``: between commits ``i`` and ``i + 1``) to paired rounds,
     (run before, run after) each, that its test also holds (module doc).
 
@@ -357,9 +358,15 @@ def detect_runs(runs: Sequence[Sequence[float]], *, trusted: Sequence[bool] | No
     # despiked into its neighbours (a +86% spike between two releases vanished), or
     # joined the level across its step, which was then drawn a commit late, where its
     # rounds read no change (a -23% step lost; benchmarks/real_history.py).
+    # So is one that rounds put beyond the noise from one neighbour, where its runs stand
+    # apart from both beyond their own scatter (``_apart``): a +86% release whose runs
+    # read 37.9, 40.4 and 59.6 us between two of 21 and 24, its rounds against the one
+    # before reading +81% to +102%, had been drawn into a "drift" from the level before.
     beyond = {i for i, (z, _) in tested.items() if z >= z_min}
+    apart = _apart(runs, noise, z_min, spikes=True)
     vouched = {i for i in range(1, len(values) - 1)
-               if weights[i] < least and {i - 1, i} <= set(tested) and {i - 1, i} & beyond}
+               if weights[i] < least and {i - 1, i} & beyond
+               and ({i - 1, i} <= set(tested) or i in apart)}
     if vouched:
         weights = [max(w, least) if i in vouched else w for i, w in enumerate(weights)]
     forced = {i + 1 for i in beyond if min(weights[i], weights[i + 1]) >= least} - starts
@@ -457,7 +464,8 @@ def doubts(runs: Sequence[Sequence[float]], detection: Detection, *,
     return found
 
 
-def _apart(runs: Sequence[Sequence[float]], noise: float | None, z_min: float) -> set[int]:
+def _apart(runs: Sequence[Sequence[float]], noise: float | None, z_min: float, *,
+           spikes: bool = False) -> set[int]:
     """The commits (not the first or last) whose median lies between their neighbours',
     ``z_min`` or more standard errors from each, by the larger of their own runs' robust
     spread and the history's ``noise``: a level of its own however its runs scatter (``_weight``
@@ -465,7 +473,9 @@ def _apart(runs: Sequence[Sequence[float]], noise: float | None, z_min: float) -
     explains where it stands, and with its runs short of a level it was drawn into a line
     from one neighbour to the other: packaging 26.0, between a -64% and a -57% step, its
     runs at 16.0, 16.6 and 18.0 us, made the two steps a "drift" and one step was lost
-    (``benchmarks/real_history.py``)."""
+    (``benchmarks/real_history.py``). With ``spikes``, a commit above or below both
+    neighbours too: two of three runs that shared a slowed core make such a median, so
+    ``detect_runs`` takes it as a level only where rounds confirm it."""
     found = set()
     for i in range(1, len(runs) - 1):
         if len(runs[i]) < 2:
@@ -476,7 +486,7 @@ def _apart(runs: Sequence[Sequence[float]], noise: float | None, z_min: float) -
         if sigma <= 0:
             continue
         steps = [centre - math.log(statistics.median(runs[j])) for j in (i - 1, i + 1)]
-        if steps[0] * steps[1] < 0 and all(  # between them: a stair, not a spike
+        if (spikes or steps[0] * steps[1] < 0) and all(  # between them: a stair
                 abs(step) >= z_min * sigma * math.sqrt(1 / len(runs[i]) + 1 / len(runs[j]))
                 for step, j in zip(steps, (i - 1, i + 1))):
             found.add(i)
