@@ -341,6 +341,24 @@ def test_a_scattered_spike_that_its_rounds_confirm_on_one_side_is_a_level() -> N
     assert 8 in changepoints._apart(runs, changepoints.replicate_noise(runs), 5.0, spikes=True)
 
 
+def test_the_newest_commit_short_of_a_level_is_placed_by_its_rounds() -> None:
+    """real_history under-load-2 (the last set): SpecifierSet.contains at 26.4, the newest
+    release, read 1.539, 1.470 and 1.507 us (4.6% apart against 0.9% noise), weighed
+    under a level and joined 26.3's: the -24% step was not drawn, though its nine rounds
+    read -18% to -24%. The last commit has one neighbour; rounds against it place it."""
+    from opbench.stats.changepoints import detect_runs
+
+    runs = [*replicated([7.2] * 2, 0.009, 15), [1.874, 1.885, 1.851], [1.539, 1.47, 1.507]]
+    rounds = {2: [(1.924, 1.464), (1.914, 1.533), (1.948, 1.5), (1.902, 1.496), (1.887, 1.458),
+                  (1.896, 1.514), (1.822, 1.559), (1.911, 1.521), (1.89, 1.523)]}
+    noise = 0.0085  # the history's, from all 13 commits (these four alone read more)
+    assert [(c.start, c.exceeds_noise) for c in detect_runs(runs, run_noise=noise).changes] \
+        == [(1, True)]  # by the levels: the newest commit joins the one before
+    step = [c for c in detect_runs(runs, run_noise=noise, rounds=rounds).changes if c.start == 2]
+    assert [(c.kind, c.exceeds_noise, c.rounds) for c in step] == [("step", True, 9)]
+    assert step[0].size == pytest.approx(-0.196, abs=0.01)
+
+
 def test_a_short_commit_with_rounds_on_both_sides_goes_where_they_put_it() -> None:
     """real_history: packaging 26.1 kept two runs at full speed, 18.1 and 15.2 us (its
     truth 14.2, as 26.2's). Weighing under a level, it joined 26.0's level, and the -23%

@@ -362,11 +362,15 @@ def detect_runs(runs: Sequence[Sequence[float]], *, trusted: Sequence[bool] | No
     # apart from both beyond their own scatter (``_apart``): a +86% release whose runs
     # read 37.9, 40.4 and 59.6 us between two of 21 and 24, its rounds against the one
     # before reading +81% to +102%, had been drawn into a "drift" from the level before.
+    # The first and the last commit have one neighbour: rounds against it place them (the
+    # newest release's -24% step, its runs at 1.47 to 1.54 us, joined the level before it).
     beyond = {i for i, (z, _) in tested.items() if z >= z_min}
     apart = _apart(runs, noise, z_min, spikes=True)
-    vouched = {i for i in range(1, len(values) - 1)
-               if weights[i] < least and {i - 1, i} & beyond
-               and ({i - 1, i} <= set(tested) or i in apart)}
+    vouched = set()
+    for i in range(len(values)):
+        sides = {i - 1, i} & set(range(len(values) - 1))  # the steps beside commit i
+        if weights[i] < least and sides & beyond and (sides <= set(tested) or i in apart):
+            vouched.add(i)
     if vouched:
         weights = [max(w, least) if i in vouched else w for i, w in enumerate(weights)]
     forced = {i + 1 for i in beyond if min(weights[i], weights[i + 1]) >= least} - starts
