@@ -38,9 +38,12 @@ Pair = tuple[list[list[str]], list[Path]]
 
 # Prints where the first ``opbench`` package on sys.path lies ("" when none is a folder
 # there): a Python start-up without importing opbench, a tenth of an import's cost.
+# A folder without __init__.py is no package: an editable install (scikit-build-core's)
+# leaves one in site-packages holding only the compiled modules, and its code is found by
+# an import hook; taken for the package, it made every such install "predate turns".
 _FIND_OPBENCH = ("import os, sys\n"
                  "print(next((d for d in (os.path.join(p or os.getcwd(), 'opbench') for p in "
-                 "sys.path) if os.path.isdir(d)), ''))")
+                 "sys.path) if os.path.isfile(os.path.join(d, '__init__.py'))), ''))")
 # Where an opbench that takes turns keeps the module, newest first: ``gate/turns.py``
 # in the revisions before ``opbench.revisions``.
 _TURNS_FILES = (("revisions", "turns.py"), ("gate", "turns.py"))
