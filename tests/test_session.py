@@ -352,10 +352,13 @@ def test_a_side_whose_opbench_has_no_turns_is_told_apart(tmp_path: Path) -> None
                          side(tmp_path / "new", "revisions/turns.py")]) == [False, True, True]
 
 
-def _round(values: dict[str, float], waits: float = 0.0) -> Results:
+def _round(values: dict[str, float], waits: float = 0.0, slowdown: float | None = None) -> Results:
     """One run: each benchmark's blocks at its value (40 of them, a tight spread); ``waits``:
-    the share of each block its thread waited for a CPU (1: disturbed all along)."""
-    info = {"disturbance": {"waits": [waits] * 40, "threads": 1, "cpus": 2}}
+    the share of each block its thread waited for a CPU (1: disturbed all along);
+    ``slowdown``: what the speed probe read around every block (a process at 1000 ns)."""
+    info: dict = {"disturbance": {"waits": [waits] * 40, "threads": 1, "cpus": 2}}
+    if slowdown is not None:
+        info["disturbance"].update(slowdowns=[slowdown] * 40, speed_ns=1000)
     return Results([Measurement(1, [v * (1 + 0.0005 * (i % 9)) for i in range(40)],
                                 TaskSpec("f()", "pass", name=k), info=dict(info))
                     for k, v in values.items()])
@@ -391,3 +394,21 @@ def test_a_round_disturbed_all_along_cannot_make_a_verdict() -> None:
     assert kept.decision.verdict in ("same", "inconclusive") and kept.runs == (4, 4)
     report = decide_rounds([*good, bad], **kwargs)  # type: ignore[arg-type]
     assert "1 of 5 round(s) left out of the decision" in report.text()
+
+
+def test_a_run_the_speed_probe_read_slowed_is_left_out_of_the_decision() -> None:
+    """packaging 25.0 against 26.0 beside spinning processes: a head run at 2x the others,
+    on a core the speed probe read 2.1x slow, left an +86% change inconclusive."""
+    figures = ((20.9e-6, 130e-6, 2.1), (20.0e-6, 38.0e-6, 1.0), (19.7e-6, 38.4e-6, 1.0))
+    rounds = [(_round({"f": b}, slowdown=1.0), _round({"f": h}, slowdown=s))
+              for b, h, s in figures]
+    kwargs = dict(threshold=0.05, confidence=0.95, inconclusive="fail", look=1, looks=1,
+                  blocks=[0, 0, 0])
+    report = decide_rounds(rounds, **kwargs)  # type: ignore[arg-type]
+    (row,) = report.rows
+    assert row.status == "regression" and row.runs == (2, 2)
+    assert "1 of 3 round(s) left out of the decision" in report.text()
+    # Read at full speed, the same figures are three rounds, and their scatter decides.
+    even = [(_round({"f": b}, slowdown=1.0), _round({"f": h}, slowdown=1.0)) for b, h, _ in figures]
+    (row,) = decide_rounds(even, **kwargs).rows  # type: ignore[arg-type]
+    assert row.runs == (3, 3) and row.status == "inconclusive"

@@ -31,7 +31,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from opbench.core import identity
+from opbench.core import disturbance, identity
 from opbench.gate.pooling import disturbed_notes, pool
 from opbench.gate.verdicts import Report, Row, counted
 from opbench.stats import decide, run_figure
@@ -62,6 +62,8 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
     busy_old: dict[str, str] = {}
     busy_new: dict[str, str] = {}
     hopeless: dict[str, list[int]] = {}  # key -> its rounds with a run no block of which ran clean
+    full_ns = min((s for base, head in rounds for r in (*base.all(), *head.all())
+                   if (s := disturbance.full_speed_ns(r)) is not None), default=None)
     for r, (base, head) in enumerate(rounds):
         busy_base: dict[str, str] = {}
         busy_head: dict[str, str] = {}
@@ -85,7 +87,9 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
                             else decide.count_figure(x))
             entry[2].append(run_figure.value(y, statistic) if kind_new == "time"
                             else decide.count_figure(y))
-            if any(_HOPELESS in notes.get(key, "") for notes in (busy_base, busy_head)):
+            if any(_HOPELESS in notes.get(key, "") for notes in (busy_base, busy_head)) or (
+                    kind_new == "time" and _slowed(key, ((base, entry[1][-1]), (head, entry[2][-1])),
+                                                   full_ns)):
                 hopeless.setdefault(key, []).append(len(entry[1]) - 1)
         for key in old:
             if key not in new:
@@ -131,6 +135,22 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
 _HOPELESS = "no block ran undisturbed"
 
 
+def _slowed(key: str, runs: Sequence[tuple[Results, float]], full_ns: float | None) -> bool:
+    """Whether a run of ``runs`` (results, its figure of ``key``) took its figure on a core
+    the speed probe read beyond ``FULL_SPEED`` against the session's full speed ``full_ns``,
+    as a history leaves such a run out (``opbench.store.history``). Beside two spinning
+    processes, 4 of 24 sessions of packaging 25.0 against 26.0 (+86% sorting) were
+    inconclusive, with intervals up to [0.16, 27.8]; the 7 runs that scattered were exactly
+    those the probe read 1.19x to 2.11x slow, and none of the other 137 read beyond 1.06x
+    (``benchmarks/real_history.py``, the changelog)."""
+    for results, figure in runs:
+        for m in results.all():
+            if identity.key(m) == key and (
+                    disturbance.machine_slowdown(m, figure, full_ns) or 1.0) > disturbance.FULL_SPEED:
+                return True
+    return False
+
+
 def _drop_hopeless(per_key: dict[str, tuple[str, list[float], list[float]]],
                    per_block: dict[str, list[int]], hopeless: dict[str, list[int]],
                    notes: dict[str, str]) -> None:
@@ -153,5 +173,6 @@ def _drop_hopeless(per_key: dict[str, tuple[str, list[float], list[float]]],
         per_key[key] = (kind, [x[i] for i in keep], [y[i] for i in keep])
         per_block[key] = [per_block[key][i] for i in keep]
         dropped = f"{len(x) - len(keep)} of {len(x)} round(s) left out of the decision: a run of " \
-                  "theirs was disturbed all along (its figure is the busy machine's)"
+                  "theirs was disturbed all along, or on a core the speed probe read slowed " \
+                  "(its figure is the busy machine's)"
         notes[key] = f"{notes[key]}; {dropped}" if key in notes else dropped

@@ -278,16 +278,8 @@ class History:
         return Series(key, kind, points, paired)
 
 
-#: A point whose fastest blocks ran this much slower than the machine's full speed, by the
-#: speed probe, shared its core with another tenant's work. The probe (a native loop) feels
-#: a busy sibling less than Python code does, and by how much depends on the machine: beside
-#: two spinning processes (benchmarks/real_history.py) one machine's points read below
-#: 1.125 or above 1.2, and the Python code of its points from 1.06 to 1.15 ran 3% to 11%
-#: slow; another's read below 1.04 (within 2% of their commit's other runs, the median)
-#: or above 1.08, and all 20 of its points from 1.09 to 1.15 ran 36% to 45% slow, two of
-#: them a false +32% step. A point above 1.06 is made again (a make-up run, a round's
-#: run again): cheap, where counting it is a false change.
-FULL_SPEED = 1.06
+#: A point beyond this slowdown ran on a slowed core (``opbench.core.disturbance``).
+FULL_SPEED = _disturbance.FULL_SPEED
 
 
 def slowed(run: Run, keys: Iterable[str], full_speed_ns: float | None) -> list[str]:
