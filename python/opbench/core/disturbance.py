@@ -52,7 +52,7 @@ import dataclasses
 import math
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from opbench import _C, environment
@@ -75,6 +75,7 @@ __all__ = [
     "footnote",
     "full_speed_ns",
     "judge",
+    "machine_full_speed_ns",
     "machine_slowdown",
     "merge",
     "slowdown_now",
@@ -399,24 +400,23 @@ def figure_slowdown(result: Any, figure: float) -> float | None:
 FULL_SPEED = 1.06
 
 
-def machine_slowdown(result: Any, figure: float, full_ns: float | None) -> float | None:
-    """``figure_slowdown`` against the machine's full speed ``full_ns`` (the fastest any
-    process of a history or session recorded as its own) rather than the process's own:
-    against its own best, a process that ran on a shared core all along reads 1.0.
+def machine_slowdown(slowdown: float, own_ns: float | None, full_ns: float | None) -> float:
+    """A process's ``slowdown`` (against its own full speed, ``own_ns``) made the machine's:
+    against ``full_ns``, the fastest any process of a history or session recorded as its
+    own (``machine_full_speed_ns``). Against its own best, a process that ran on a shared
+    core all along reads 1.0. Either speed unknown: ``slowdown`` as it is.
 
     Example:
-        >>> from opbench import Measurement, TaskSpec
-        >>> m = Measurement(1, [1e-6] * 4, TaskSpec("f()", "pass"),
-        ...                 info={INFO_KEY: {"waits": [0.0] * 4, "slowdowns": [1.0] * 4,
-        ...                                  "speed_ns": 2000}})
-        >>> machine_slowdown(m, 1e-6, 1000.0)
+        >>> machine_slowdown(1.0, 2000.0, 1000.0)
         2.0
     """
-    slowdown = figure_slowdown(result, figure)
-    own = full_speed_ns(result)
-    if slowdown is not None and own and full_ns:
-        slowdown *= own / full_ns
-    return slowdown
+    return slowdown * own_ns / full_ns if own_ns and full_ns else slowdown
+
+
+def machine_full_speed_ns(results: Iterable[Any]) -> float | None:
+    """The machine's full speed: the fastest any of ``results`` recorded as its process's
+    own (``full_speed_ns``; None when none recorded one)."""
+    return min((s for r in results if (s := full_speed_ns(r)) is not None), default=None)
 
 
 def full_speed_ns(result: Any) -> float | None:

@@ -62,8 +62,8 @@ def decide_rounds(rounds: list[tuple[Results, Results]], *, threshold: float, co
     busy_old: dict[str, str] = {}
     busy_new: dict[str, str] = {}
     hopeless: dict[str, list[int]] = {}  # key -> its rounds with a run no block of which ran clean
-    full_ns = min((s for base, head in rounds for r in (*base.all(), *head.all())
-                   if (s := disturbance.full_speed_ns(r)) is not None), default=None)
+    full_ns = disturbance.machine_full_speed_ns(r for base, head in rounds
+                                                for r in (*base.all(), *head.all()))
     for r, (base, head) in enumerate(rounds):
         busy_base: dict[str, str] = {}
         busy_head: dict[str, str] = {}
@@ -145,8 +145,11 @@ def _slowed(key: str, runs: Sequence[tuple[Results, float]], full_ns: float | No
     (``benchmarks/real_history.py``, the changelog)."""
     for results, figure in runs:
         for m in results.all():
-            if identity.key(m) == key and (
-                    disturbance.machine_slowdown(m, figure, full_ns) or 1.0) > disturbance.FULL_SPEED:
+            if identity.key(m) != key:
+                continue
+            slowdown = disturbance.figure_slowdown(m, figure) or 1.0
+            if disturbance.machine_slowdown(slowdown, disturbance.full_speed_ns(m),
+                                            full_ns) > disturbance.FULL_SPEED:
                 return True
     return False
 

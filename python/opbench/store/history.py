@@ -246,9 +246,7 @@ class History:
     def full_speed_ns(self) -> float | None:
         """The machine's full speed: the fastest any process of this history recorded as
         its own (the speed probe's nanoseconds; None when no run recorded one)."""
-        speeds = [s for run in self.runs for r in run.results
-                  if (s := _disturbance.full_speed_ns(r)) is not None]
-        return min(speeds) if speeds else None
+        return _disturbance.machine_full_speed_ns(r for run in self.runs for r in run.results)
 
     def series(self, key: str, kind: str = TIME) -> Series:
         points = []
@@ -312,8 +310,7 @@ def slowed(run: Run, keys: Iterable[str], full_speed_ns: float | None) -> list[s
 def _judge_speed(p: Point, full_speed_ns: float | None) -> bool:
     """Makes ``p``'s slowdown the machine's (``full_speed_ns``: its full speed, None where
     unknown) and marks it ``slow_core`` beyond ``FULL_SPEED``; whether it is."""
-    if p.full_speed_ns and full_speed_ns:
-        p.slowdown *= p.full_speed_ns / full_speed_ns
+    p.slowdown = _disturbance.machine_slowdown(p.slowdown, p.full_speed_ns, full_speed_ns)
     p.slow_core = p.slowdown > FULL_SPEED
     return p.slow_core
 
